@@ -1,0 +1,443 @@
+#include "model/expect.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "model/diagnostics.h"
+#include "model/units.h"
+
+namespace rocelab::model {
+
+const std::vector<MetricInfo>& metric_registry() {
+  static const std::vector<MetricInfo> kMetrics = {
+      {"switches", MetricKind::kScalar, "count", {}, "switch nodes in the fabric"},
+      {"hosts", MetricKind::kScalar, "count", {}, "host nodes (GPU servers) in the fabric"},
+      {"links", MetricKind::kScalar, "count", {}, "links (veth pairs), host NIC links included"},
+      {"nics", MetricKind::kScalar, "count", {}, "host NICs"},
+      {"namespaces", MetricKind::kScalar, "count", {}, "network namespaces the fabric needs"},
+      {"oversubscription", MetricKind::kScalar, "ratio", {},
+       "largest leaf host-facing/spine-facing capacity ratio (0 without such leaves)"},
+      {"scale", MetricKind::kScalar, "ratio", {}, "time scale D (rates / D, times x D)"},
+      {"link_rate", MetricKind::kSeries, "bit/s", {"a", "b", "tier"},
+       "physical rate of each link; tier is host or fabric"},
+      {"run_seconds", MetricKind::kScalar, "s", {}, "wall-clock length of the run"},
+  };
+  return kMetrics;
+}
+
+const MetricInfo* find_metric(std::string_view name) {
+  for (const auto& m : metric_registry())
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+namespace {
+
+constexpr std::string_view kAggregates[] = {"min", "max", "sum", "avg", "count",
+                                            "p50", "p90", "p95", "p99", "pct"};
+
+bool is_aggregate(std::string_view s) {
+  return std::find(std::begin(kAggregates), std::end(kAggregates), s) != std::end(kAggregates);
+}
+
+bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
+
+struct ParseFailure {
+  ExprError error;
+};
+
+class Parser {
+ public:
+  explicit Parser(std::string_view s) : s_(s) {}
+
+  std::unique_ptr<Expr> parse_all() {
+    auto e = parse_or();
+    skip();
+    if (i_ != s_.size()) fail(i_, "unexpected '" + std::string(s_.substr(i_, 1)) + "'");
+    if (e->type != Expr::Type::kBool)
+      fail(0, "an assertion must be a comparison (e.g. 'links >= 4'), got a value");
+    return e;
+  }
+
+ private:
+  [[noreturn]] void fail(size_t at, std::string msg, bool unknown_metric = false) {
+    throw ParseFailure{ExprError{unknown_metric, at, std::move(msg)}};
+  }
+  void skip() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) ++i_;
+  }
+  bool eat(std::string_view tok) {
+    skip();
+    if (s_.substr(i_, tok.size()) != tok) return false;
+    // A word operator must not be the start of a longer identifier ("order" is not "or").
+    if (ident_start(tok[0]) && i_ + tok.size() < s_.size() && ident_char(s_[i_ + tok.size()]))
+      return false;
+    i_ += tok.size();
+    return true;
+  }
+  std::unique_ptr<Expr> node(Expr::Op op, Expr::Type t, size_t at) {
+    auto e = std::make_unique<Expr>();
+    e->op = op;
+    e->type = t;
+    e->offset = at;
+    return e;
+  }
+  void finish_text(Expr& e) {
+    size_t end = i_;
+    while (end > e.offset && (s_[end - 1] == ' ' || s_[end - 1] == '\t')) --end;
+    e.text = std::string(s_.substr(e.offset, end - e.offset));
+  }
+  void need(const Expr& e, Expr::Type t, std::string_view role) {
+    if (e.type == t) return;
+    if (e.type == Expr::Type::kSeries)
+      fail(e.offset, "'" + e.text + "' is a series (one value per sample): aggregate it with min, "
+                     "max, sum, avg, count or pXX before " + std::string(role));
+    if (t == Expr::Type::kBool) fail(e.offset, "'" + e.text + "' is a value, not a condition");
+    fail(e.offset, "'" + e.text + "' is a condition, not a value");
+  }
+  std::unique_ptr<Expr> binary(Expr::Op op, Expr::Type t, std::unique_ptr<Expr> l, std::unique_ptr<Expr> r) {
+    auto e = node(op, t, l->offset);
+    e->args.push_back(std::move(l));
+    e->args.push_back(std::move(r));
+    finish_text(*e);
+    return e;
+  }
+
+  std::unique_ptr<Expr> parse_or() {
+    auto l = parse_and();
+    while (eat("||") || eat("or")) {
+      need(*l, Expr::Type::kBool, "'or'");
+      auto r = parse_and();
+      need(*r, Expr::Type::kBool, "'or'");
+      l = binary(Expr::Op::kOr, Expr::Type::kBool, std::move(l), std::move(r));
+    }
+    return l;
+  }
+  std::unique_ptr<Expr> parse_and() {
+    auto l = parse_not();
+    while (eat("&&") || eat("and")) {
+      need(*l, Expr::Type::kBool, "'and'");
+      auto r = parse_not();
+      need(*r, Expr::Type::kBool, "'and'");
+      l = binary(Expr::Op::kAnd, Expr::Type::kBool, std::move(l), std::move(r));
+    }
+    return l;
+  }
+  std::unique_ptr<Expr> parse_not() {
+    skip();
+    size_t at = i_;
+    if ((s_.substr(i_, 1) == "!" && s_.substr(i_, 2) != "!=") || eat("not")) {
+      if (s_[at] == '!') ++i_;
+      auto inner = parse_not();
+      need(*inner, Expr::Type::kBool, "'not'");
+      auto e = node(Expr::Op::kNot, Expr::Type::kBool, at);
+      e->args.push_back(std::move(inner));
+      finish_text(*e);
+      return e;
+    }
+    return parse_cmp();
+  }
+  std::unique_ptr<Expr> parse_cmp() {
+    auto l = parse_sum();
+    static constexpr std::pair<std::string_view, Expr::Op> kOps[] = {
+        {"==", Expr::Op::kEq}, {"!=", Expr::Op::kNe}, {"<=", Expr::Op::kLe},
+        {">=", Expr::Op::kGe}, {"<", Expr::Op::kLt},  {">", Expr::Op::kGt}};
+    for (auto [tok, op] : kOps) {
+      if (eat(tok)) {
+        need(*l, Expr::Type::kNumber, "comparing");
+        auto r = parse_sum();
+        need(*r, Expr::Type::kNumber, "comparing");
+        auto e = binary(op, Expr::Type::kBool, std::move(l), std::move(r));
+        skip();
+        for (auto [t2, op2] : kOps)
+          if (s_.substr(i_, t2.size()) == t2)
+            fail(i_, "chained comparison: write 'a <= x && x <= b'");
+        return e;
+      }
+    }
+    return l;
+  }
+  std::unique_ptr<Expr> parse_sum() {
+    auto l = parse_prod();
+    for (;;) {
+      Expr::Op op;
+      if (eat("+")) op = Expr::Op::kAdd;
+      else if (eat("-")) op = Expr::Op::kSub;
+      else return l;
+      need(*l, Expr::Type::kNumber, "arithmetic");
+      auto r = parse_prod();
+      need(*r, Expr::Type::kNumber, "arithmetic");
+      l = binary(op, Expr::Type::kNumber, std::move(l), std::move(r));
+    }
+  }
+  std::unique_ptr<Expr> parse_prod() {
+    auto l = parse_unary();
+    for (;;) {
+      Expr::Op op;
+      if (eat("*")) op = Expr::Op::kMul;
+      else if (eat("/")) op = Expr::Op::kDiv;
+      else return l;
+      need(*l, Expr::Type::kNumber, "arithmetic");
+      auto r = parse_unary();
+      need(*r, Expr::Type::kNumber, "arithmetic");
+      l = binary(op, Expr::Type::kNumber, std::move(l), std::move(r));
+    }
+  }
+  std::unique_ptr<Expr> parse_unary() {
+    skip();
+    size_t at = i_;
+    if (eat("-")) {
+      auto inner = parse_unary();
+      need(*inner, Expr::Type::kNumber, "negating");
+      auto e = node(Expr::Op::kNeg, Expr::Type::kNumber, at);
+      e->args.push_back(std::move(inner));
+      finish_text(*e);
+      return e;
+    }
+    return parse_atom();
+  }
+
+  std::unique_ptr<Expr> parse_number() {
+    size_t at = i_;
+    while (i_ < s_.size() && ((s_[i_] >= '0' && s_[i_] <= '9') || s_[i_] == '.')) ++i_;
+    if (i_ + 1 < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E') &&
+        ((s_[i_ + 1] >= '0' && s_[i_ + 1] <= '9') || s_[i_ + 1] == '-' || s_[i_ + 1] == '+')) {
+      i_ += 2;
+      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+    }
+    size_t num_end = i_;
+    // A unit: letters, '/', '%' or µ glued to the number.
+    while (i_ < s_.size() && (ident_char(s_[i_]) || s_[i_] == '/' || s_[i_] == '%' ||
+                              static_cast<unsigned char>(s_[i_]) >= 0x80))
+      ++i_;
+    std::string_view num = s_.substr(at, num_end - at);
+    std::string_view unit = s_.substr(num_end, i_ - num_end);
+    std::string_view all = s_.substr(at, i_ - at);
+    auto e = node(Expr::Op::kNumber, Expr::Type::kNumber, at);
+    e->text = std::string(all);
+    auto plain = model::parse_number(num);
+    if (!plain) fail(at, "'" + std::string(num) + "' is not a number");
+    if (unit.empty()) {
+      e->number = *plain.value;
+    } else if (unit == "%") {
+      e->number = *plain.value / 100.0;
+    } else if (auto d = parse_duration(all)) {
+      e->number = static_cast<double>(d.value->ns) * 1e-9;
+    } else if (auto b = parse_bytes(all); b && unit != "") {
+      e->number = static_cast<double>(b.value->n);
+    } else if (auto r = parse_rate(all)) {
+      e->number = static_cast<double>(r.value->bps);
+    } else {
+      fail(num_end, "unknown unit '" + std::string(unit) +
+                        "' (rates: G, Gbit/s; sizes: KB, MB; times: us, ms, s; or %)");
+    }
+    return e;
+  }
+
+  std::unique_ptr<Expr> parse_atom() {
+    skip();
+    if (i_ >= s_.size()) fail(i_, "expression ends early: expected a value");
+    size_t at = i_;
+    char c = s_[i_];
+    if ((c >= '0' && c <= '9') || c == '.') return parse_number();
+    if (c == '(') {
+      ++i_;
+      auto inner = parse_or();
+      if (!eat(")")) fail(i_, "expected ')'");
+      inner->offset = at;
+      finish_text(*inner);
+      return inner;
+    }
+    if (!ident_start(c)) fail(at, "unexpected '" + std::string(1, c) + "'");
+    while (i_ < s_.size() && ident_char(s_[i_])) ++i_;
+    std::string name(s_.substr(at, i_ - at));
+    if (is_aggregate(name)) {
+      if (!eat("(")) fail(i_, "'" + name + "' is an aggregate: write " + name + "(series)");
+      auto arg = parse_or();
+      if (arg->type != Expr::Type::kSeries)
+        fail(arg->offset, name + "() takes a series; '" + arg->text + "' is a single value");
+      auto e = node(Expr::Op::kAggregate, Expr::Type::kNumber, at);
+      e->name = name;
+      if (name == "pct") {
+        if (!eat(",")) fail(i_, "pct(series, q) needs the percentile q");
+        skip();
+        auto q = parse_number();
+        if (q->number < 0 || q->number > 100) fail(q->offset, "percentile must be within 0..100");
+        e->number = q->number;
+      } else if (name[0] == 'p') {
+        e->number = std::stod(name.substr(1));
+      }
+      if (!eat(")")) fail(i_, "expected ')'");
+      e->args.push_back(std::move(arg));
+      finish_text(*e);
+      return e;
+    }
+    const MetricInfo* m = find_metric(name);
+    if (!m) {
+      std::vector<std::string_view> names;
+      for (const auto& mi : metric_registry()) names.push_back(mi.name);
+      std::string msg = "unknown metric '" + name + "'";
+      std::string hint = closest(name, names);
+      if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+      fail(at, msg, true);
+    }
+    auto e = node(Expr::Op::kMetric, m->kind == MetricKind::kSeries ? Expr::Type::kSeries
+                                                                     : Expr::Type::kNumber, at);
+    e->name = name;
+    if (eat("(")) {
+      do {
+        skip();
+        size_t lat = i_;
+        while (i_ < s_.size() && ident_char(s_[i_])) ++i_;
+        std::string label(s_.substr(lat, i_ - lat));
+        if (label.empty()) fail(lat, "expected a label name");
+        if (std::find(m->labels.begin(), m->labels.end(), label) == m->labels.end()) {
+          std::string allowed;
+          for (auto l : m->labels) allowed += (allowed.empty() ? "" : ", ") + std::string(l);
+          fail(lat, "metric '" + name + "' has no label '" + label + "'" +
+                        (allowed.empty() ? " (it has no labels)" : " (labels: " + allowed + ")"));
+        }
+        if (!eat("=")) fail(i_, "expected '=' after label '" + label + "'");
+        skip();
+        size_t vat = i_;
+        while (i_ < s_.size() && (ident_char(s_[i_]) || s_[i_] == '-' || s_[i_] == ':' || s_[i_] == '.')) ++i_;
+        if (vat == i_) fail(vat, "expected a value for label '" + label + "'");
+        e->labels.emplace_back(label, std::string(s_.substr(vat, i_ - vat)));
+      } while (eat(","));
+      if (!eat(")")) fail(i_, "expected ')' after labels");
+    }
+    finish_text(*e);
+    return e;
+  }
+
+  std::string_view s_;
+  size_t i_ = 0;
+};
+
+struct EvalFailure {
+  std::string why;
+};
+
+class Evaluator {
+ public:
+  explicit Evaluator(const MetricSet& m) : m_(m) {}
+  std::vector<std::pair<std::string, double>> observed;
+
+  double num(const Expr& e) {
+    switch (e.op) {
+      case Expr::Op::kNumber: return e.number;
+      case Expr::Op::kNeg: return -num(*e.args[0]);
+      case Expr::Op::kAdd: return num(*e.args[0]) + num(*e.args[1]);
+      case Expr::Op::kSub: return num(*e.args[0]) - num(*e.args[1]);
+      case Expr::Op::kMul: return num(*e.args[0]) * num(*e.args[1]);
+      case Expr::Op::kDiv: {
+        double d = num(*e.args[1]);
+        if (d == 0) throw EvalFailure{"division by zero in '" + e.text + "'"};
+        return num(*e.args[0]) / d;
+      }
+      case Expr::Op::kMetric: {
+        const MetricValue& v = lookup(e);
+        observed.emplace_back(e.text, v.scalar);
+        return v.scalar;
+      }
+      case Expr::Op::kAggregate: {
+        double r = aggregate(e, series(*e.args[0]));
+        observed.emplace_back(e.text, r);
+        return r;
+      }
+      default: throw EvalFailure{"internal: not a value: " + e.text};
+    }
+  }
+
+  bool cond(const Expr& e) {
+    switch (e.op) {
+      case Expr::Op::kNot: return !cond(*e.args[0]);
+      case Expr::Op::kAnd: return cond(*e.args[0]) && cond(*e.args[1]);
+      case Expr::Op::kOr: return cond(*e.args[0]) || cond(*e.args[1]);
+      case Expr::Op::kLt: return num(*e.args[0]) < num(*e.args[1]);
+      case Expr::Op::kLe: return num(*e.args[0]) <= num(*e.args[1]);
+      case Expr::Op::kGt: return num(*e.args[0]) > num(*e.args[1]);
+      case Expr::Op::kGe: return num(*e.args[0]) >= num(*e.args[1]);
+      case Expr::Op::kEq: return num(*e.args[0]) == num(*e.args[1]);
+      case Expr::Op::kNe: return num(*e.args[0]) != num(*e.args[1]);
+      default: throw EvalFailure{"internal: not a condition: " + e.text};
+    }
+  }
+
+ private:
+  const MetricValue& lookup(const Expr& e) {
+    auto it = m_.find(e.name);
+    if (it == m_.end()) throw EvalFailure{"metric '" + e.name + "' was not produced by this run"};
+    return it->second;
+  }
+  std::vector<double> series(const Expr& e) {
+    const MetricValue& v = lookup(e);
+    std::vector<double> out;
+    for (const auto& s : v.samples) {
+      bool match = true;
+      for (const auto& [k, want] : e.labels) {
+        auto l = s.labels.find(k);
+        match = match && l != s.labels.end() && l->second == want;
+      }
+      if (match) out.push_back(s.value);
+    }
+    return out;
+  }
+  static double aggregate(const Expr& e, std::vector<double> xs) {
+    if (e.name == "count") return static_cast<double>(xs.size());
+    if (e.name == "sum") {
+      double s = 0;
+      for (double x : xs) s += x;
+      return s;
+    }
+    if (xs.empty()) throw EvalFailure{"'" + e.text + "': no samples to aggregate"};
+    if (e.name == "min") return *std::min_element(xs.begin(), xs.end());
+    if (e.name == "max") return *std::max_element(xs.begin(), xs.end());
+    if (e.name == "avg") {
+      double s = 0;
+      for (double x : xs) s += x;
+      return s / static_cast<double>(xs.size());
+    }
+    // Percentiles by the nearest-rank method: the smallest sample with at least q % at or below.
+    std::sort(xs.begin(), xs.end());
+    double rank = std::ceil(e.number / 100.0 * static_cast<double>(xs.size()));
+    size_t idx = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
+    return xs[std::min(idx, xs.size() - 1)];
+  }
+
+  const MetricSet& m_;
+};
+
+}  // namespace
+
+ParsedExpr parse_expression(std::string_view text) {
+  ParsedExpr out;
+  if (text.find_first_not_of(" \t") == std::string_view::npos) {
+    out.error = ExprError{false, 0, "empty assertion"};
+    return out;
+  }
+  try {
+    out.root = Parser(text).parse_all();
+  } catch (const ParseFailure& f) {
+    out.error = f.error;
+    out.root.reset();
+  }
+  return out;
+}
+
+Evaluation evaluate(const Expr& e, const MetricSet& metrics) {
+  Evaluation r;
+  Evaluator ev(metrics);
+  try {
+    r.outcome = ev.cond(e) ? Evaluation::Outcome::kPass : Evaluation::Outcome::kFail;
+  } catch (const EvalFailure& f) {
+    r.outcome = Evaluation::Outcome::kError;
+    r.error = f.why;
+  }
+  r.observed = std::move(ev.observed);
+  return r;
+}
+
+}  // namespace rocelab::model

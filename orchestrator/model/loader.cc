@@ -1,0 +1,662 @@
+// Phase 1 of loading: YAML syntax, schema (keys, types, ranges) and per-section consistency.
+#include "model/loader.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "model/raw.h"
+#include "model/yaml_reader.h"
+
+namespace rocelab::model {
+
+namespace {
+
+bool valid_name_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
+}
+
+std::string shown(std::string_view s) {
+  return s.size() > 40 ? "'" + std::string(s.substr(0, 40)) + "...'" : "'" + std::string(s) + "'";
+}
+
+class Loader {
+ public:
+  Loader(std::string_view text, Diagnostics& d) : text_(text), r_(d) {}
+
+  std::optional<RawScenario> load(const YAML::Node& doc) {
+    RawScenario raw;
+    Value root = Reader::root(doc);
+    raw.root_pos = root.pos.line ? root.pos : Position{1, 1};
+    root.pos = raw.root_pos;
+    auto m = r_.map(root);
+    if (!m) return std::nullopt;
+    Scenario& s = raw.s;
+
+    if (auto v = m->take("schema")) {
+      // Written by `validate --resolved -j`; a file may carry it, and then it must match.
+      if (auto sv = r_.string(*v); sv && *sv != kResolvedSchema)
+        r_.error(ErrorKind::kBadValue, *v, "schema: '" + *sv + "' is not " + std::string(kResolvedSchema));
+    }
+    if (auto v = m->take("name")) {
+      if (auto n = r_.string(*v)) {
+        bool ok = !n->empty() && n->size() <= kInstanceNameMax && (*n)[0] != '-';
+        for (char c : *n) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
+        if (ok) s.name = *n;
+        else
+          r_.error(ErrorKind::kBadValue, *v,
+                   "name: " + shown(*n) + " is not a valid instance name (lower-case letters, digits "
+                   "and '-', at most " + std::to_string(kInstanceNameMax) + " characters)");
+      }
+    }
+    if (auto v = m->take("description"))
+      if (auto d = r_.string(*v)) s.description = *d;
+    if (auto v = m->take("seed"))
+      if (auto n = r_.integer(*v, 0, std::numeric_limits<int64_t>::max())) s.seed = static_cast<uint64_t>(*n);
+    if (auto v = m->require("scale")) {
+      raw.scale_pos = v->pos;
+      if (v->node.IsScalar() && v->node.Tag() != "!") {
+        auto p = parse_number(v->node.Scalar());
+        if (p && *p.value <= 0)
+          r_.error(ErrorKind::kOutOfRange, *v,
+                   "scale: the scale factor D must be positive, got " + v->node.Scalar());
+        else if (auto d = r_.number(*v, 1e-9, 1e6))
+          s.scale = TimeScale(*d);
+      } else {
+        r_.number(*v, 0, 0);  // reports the wrong type
+      }
+    } else {
+      raw.scale_pos = raw.root_pos;
+    }
+    if (auto v = m->take("addressing")) read_addressing(*v, raw);
+    if (auto v = m->take("defaults")) read_port(*v, raw.defaults, false);
+    if (auto v = m->take("kinds")) read_kinds(*v, raw);
+    if (auto v = m->take("fabric")) {
+      raw.has_fabric = true;
+      raw.fabric_pos = v->pos;
+      raw.generate = read_fabric(*v, s.fabric);
+    } else {
+      raw.fabric_pos = raw.root_pos;
+    }
+    if (auto v = m->take("nodes")) read_nodes(*v, raw);
+    if (auto v = m->take("links")) read_links(*v, raw);
+    if (!raw.has_fabric && raw.nodes.empty())
+      r_.error(ErrorKind::kMissingKey, raw.root_pos,
+               "top level: missing required key 'fabric' (a generator such as "
+               "'fabric: {type: leaf-spine, ...}', or explicit 'nodes' and 'links')");
+    raw.qos_pos = raw.root_pos;
+    if (auto v = m->take("qos")) read_qos(*v, raw);
+    if (auto v = m->take("hosts")) read_hosts(*v, s.hosts);
+    if (auto v = m->take("workloads")) read_workloads(*v, s.workloads);
+    if (auto v = m->take("faults")) read_faults(*v, s.faults);
+    if (auto v = m->take("expect")) read_expect(*v, s.expect);
+    if (auto v = m->take("capture")) read_capture(*v, s.capture);
+    m->take("derived");  // output-only section of a resolved dump: recomputed, never read
+    m->done();
+    return raw;
+  }
+
+ private:
+  void read_addressing(const Value& v, RawScenario& raw) {
+    auto m = r_.map(v);
+    if (!m) return;
+    if (auto p = m->take("pool")) {
+      raw.pool_pos = p->pos;
+      if (auto t = r_.string(*p)) {
+        auto pre = parse_prefix(*t);
+        if (!pre)
+          r_.error(ErrorKind::kBadAddress, *p, "addressing.pool: " + shown(*t) + " is not an IPv4 prefix (e.g. 198.18.0.0/15)");
+        else if (!pre->aligned())
+          r_.error(ErrorKind::kBadAddress, *p, "addressing.pool: " + *t + " has host bits set (did you mean " +
+                                                   format_prefix(Ipv4Prefix{pre->addr & pre->mask(), pre->len}) + "?)");
+        else if (pre->len < 8 || pre->len > 29)
+          r_.error(ErrorKind::kOutOfRange, *p, "addressing.pool: prefix length /" + std::to_string(pre->len) +
+                                                   " is out of range [/8, /29]");
+        else
+          raw.s.pool = *pre;
+      }
+    }
+    m->done();
+  }
+
+  void read_port(const Value& v, RawPort& port, bool in_node_map) {
+    auto m = r_.map(v);
+    if (!m) return;
+    read_port_keys(*m, port);
+    (void)in_node_map;
+    m->done();
+  }
+
+  void read_port_keys(MapReader& m, RawPort& port) {
+    if (auto v = m.take("rate")) port.rate = r_.rate(*v, kRateMin, kRateMax);
+    if (auto v = m.take("mtu"))
+      if (auto n = r_.integer(*v, kMtuMin, kMtuMax)) port.mtu = static_cast<uint32_t>(*n);
+  }
+
+  void read_kinds(const Value& v, RawScenario& raw) {
+    auto m = r_.map(v);
+    if (!m) return;
+    if (auto s = m->take("switch")) read_port(*s, raw.kind_switch, false);
+    if (auto h = m->take("host")) read_port(*h, raw.kind_host, false);
+    m->done();
+  }
+
+  std::optional<int> count(MapReader& m, std::string_view key, int lo, int hi, bool required, int dflt) {
+    auto v = required ? m.require(key) : m.take(key);
+    if (!v) return required ? std::nullopt : std::optional<int>(dflt);
+    auto n = r_.integer(*v, lo, hi);
+    if (!n) return std::nullopt;
+    return static_cast<int>(*n);
+  }
+
+  void read_generator_keys(MapReader& m, GeneratorParams& g, FabricType type) {
+    g.type = type;
+    auto set = [](int& dst, std::optional<int> v) {
+      if (v) dst = *v;
+    };
+    switch (type) {
+      case FabricType::kLeafSpine:
+        set(g.spines, count(m, "spines", 1, 64, true, 0));
+        set(g.leaves, count(m, "leaves", 1, 256, true, 0));
+        set(g.hosts_per_leaf, count(m, "hosts_per_leaf", 1, 256, true, 0));
+        set(g.nics_per_host, count(m, "nics_per_host", 1, 16, false, 1));
+        set(g.uplinks, count(m, "uplinks", 1, 16, false, 1));
+        break;
+      case FabricType::kRailOptimized:
+        set(g.rails, count(m, "rails", 1, 16, true, 0));
+        set(g.hosts, count(m, "hosts", 1, 1024, true, 0));
+        set(g.spines, count(m, "spines", 0, 64, true, 0));
+        set(g.leaves_per_rail, count(m, "leaves_per_rail", 1, 64, false, 1));
+        set(g.uplinks, count(m, "uplinks", 1, 16, false, 1));
+        g.nics_per_host = g.rails;
+        break;
+      case FabricType::kFatTree:
+        if (auto v = m.require("k"))
+          if (auto n = r_.integer(*v, 2, 16)) {
+            if (*n % 2 != 0) r_.error(ErrorKind::kBadValue, *v, "fabric.k: a fat-tree needs an even k, got " + std::to_string(*n));
+            else g.k = static_cast<int>(*n);
+          }
+        break;
+      case FabricType::kExplicit: break;
+    }
+    if (type == FabricType::kLeafSpine || type == FabricType::kRailOptimized) {
+      if (auto v = m.take("uplink_rate")) g.uplink_rate = r_.rate(*v, kRateMin, kRateMax);
+      if (auto v = m.take("oversubscription")) g.oversubscription = r_.number(*v, 0.01, 1000);
+    }
+  }
+
+  std::optional<FabricType> fabric_type(const Value& v) {
+    auto t = r_.choice(v, {"leaf-spine", "rail-optimized", "fat-tree", "explicit"});
+    if (!t) return std::nullopt;
+    if (*t == "leaf-spine") return FabricType::kLeafSpine;
+    if (*t == "rail-optimized") return FabricType::kRailOptimized;
+    if (*t == "fat-tree") return FabricType::kFatTree;
+    return FabricType::kExplicit;
+  }
+
+  // True when the fabric is to be generated (a generator type, not explicit).
+  bool read_fabric(const Value& v, GeneratorParams& g) {
+    auto m = r_.map(v);
+    if (!m) return false;
+    auto tv = m->require("type");
+    std::optional<FabricType> type = tv ? fabric_type(*tv) : std::nullopt;
+    if (type) read_generator_keys(*m, g, *type);
+    if (type == FabricType::kExplicit) {
+      // A resolved dump records the generator a fabric came from.
+      if (auto gv = m->take("generated_by")) {
+        if (auto gm = r_.map(*gv)) {
+          auto gt = gm->require("type");
+          if (auto t = gt ? fabric_type(*gt) : std::nullopt) {
+            if (*t == FabricType::kExplicit)
+              r_.error(ErrorKind::kBadValue, *gt, "fabric.generated_by.type: must name a generator");
+            else
+              read_generator_keys(*gm, g, *t);
+          }
+          gm->done();
+        }
+      }
+    }
+    if (type) m->done();  // without a type every key would be reported unknown
+    return type && *type != FabricType::kExplicit;
+  }
+
+  std::optional<std::string> node_name(const Value& v) {
+    auto s = r_.string(v);
+    if (!s) return std::nullopt;
+    bool ok = !s->empty() && s->size() <= kNodeNameMax && (*s)[0] != '-' && (*s)[0] != '_';
+    for (char c : *s) ok = ok && valid_name_char(c);
+    if (!ok) {
+      r_.error(ErrorKind::kBadValue, v, v.path + ": " + shown(*s) +
+                                            " is not a valid node name (letters, digits, '-' and '_', "
+                                            "starting with a letter or digit, at most " +
+                                            std::to_string(kNodeNameMax) + " characters)");
+      return std::nullopt;
+    }
+    return s;
+  }
+
+  void read_nodes(const Value& v, RawScenario& raw) {
+    auto items = r_.list(v);
+    if (!items) return;
+    for (const auto& item : *items) {
+      auto m = r_.map(item);
+      if (!m) continue;
+      RawNode n;
+      n.pos = item.pos;
+      if (auto nv = m->require("name"))
+        if (auto s = node_name(*nv)) n.name = *s;
+      if (auto kv = m->take("kind"))
+        if (auto k = r_.choice(*kv, {"switch", "host"})) n.kind = *k == "host" ? NodeKind::kHost : NodeKind::kSwitch;
+      if (auto rv = m->take("role"))
+        n.role = r_.choice(*rv, {"spine", "leaf", "rail", "core", "agg", "edge", "switch", "host"});
+      read_port_keys(*m, n.port);
+      if (auto lv = m->take("loopback")) {
+        n.loopback_pos = lv->pos;
+        if (auto t = r_.string(*lv)) {
+          auto p = parse_prefix(*t, true);
+          if (!p || p->len != 32)
+            r_.error(ErrorKind::kBadAddress, *lv, lv->path + ": " + shown(*t) + " is not an IPv4 /32 address");
+          else
+            n.loopback = p;
+        }
+      }
+      m->done();
+      raw.nodes.push_back(std::move(n));
+    }
+  }
+
+  std::optional<RawEnd> endpoint(const Value& v) {
+    auto s = r_.string(v);
+    if (!s) return std::nullopt;
+    RawEnd e;
+    e.pos = v.pos;
+    size_t colon = s->find(':');
+    std::string node = s->substr(0, colon);
+    Value nv = v;
+    nv.node = YAML::Node(node);
+    if (!node_name(nv)) return std::nullopt;
+    e.node = node;
+    if (colon != std::string::npos) {
+      e.ifname = s->substr(colon + 1);
+      if (!check_ifname(e.ifname, v)) return std::nullopt;
+    }
+    return e;
+  }
+
+  bool check_ifname(const std::string& name, const Value& v) {
+    bool chars = !name.empty() && name != "." && name != "..";
+    for (char c : name) chars = chars && (valid_name_char(c) || c == '.');
+    if (!chars) {
+      r_.error(ErrorKind::kBadValue, v, v.path + ": interface name " + shown(name) +
+                                            " may hold only letters, digits, '-', '_' and '.'");
+      return false;
+    }
+    if (name.size() > kIfnameMax) {
+      r_.error(ErrorKind::kIfnameTooLong, v, v.path + ": interface name '" + name + "' is " +
+                                                 std::to_string(name.size()) + " characters; the kernel allows " +
+                                                 std::to_string(kIfnameMax));
+      return false;
+    }
+    return true;
+  }
+
+  void read_links(const Value& v, RawScenario& raw) {
+    auto items = r_.list(v);
+    if (!items) return;
+    for (const auto& item : *items) {
+      auto m = r_.map(item);
+      if (!m) continue;
+      RawLink l;
+      l.pos = item.pos;
+      bool ok = true;
+      if (auto ev = m->require("endpoints")) {
+        if (auto ends = r_.list(*ev)) {
+          if (ends->size() != 2) {
+            r_.error(ErrorKind::kBadValue, *ev, ev->path + ": a link has exactly 2 endpoints, got " +
+                                                    std::to_string(ends->size()));
+            ok = false;
+          } else {
+            auto a = endpoint((*ends)[0]);
+            auto b = endpoint((*ends)[1]);
+            if (a && b) {
+              l.a = *a;
+              l.b = *b;
+            } else {
+              ok = false;
+            }
+          }
+        } else {
+          ok = false;
+        }
+      } else {
+        ok = false;
+      }
+      read_port_keys(*m, l.port);
+      if (auto sv = m->take("subnet")) {
+        l.subnet_pos = sv->pos;
+        if (auto t = r_.string(*sv)) {
+          auto p = parse_prefix(*t);
+          if (!p || p->len != 31 || !p->aligned())
+            r_.error(ErrorKind::kBadAddress, *sv, sv->path + ": " + shown(*t) + " is not an IPv4 /31 subnet (even address, /31)");
+          else
+            l.subnet = p;
+        }
+      }
+      m->done();
+      if (ok) raw.links.push_back(std::move(l));
+    }
+  }
+
+  void read_dscp_map(const Value& v, Qos& q) {
+    auto m = r_.map(v);
+    if (!m) return;
+    for (auto& [key, val] : m->take_all()) {
+      // "26" or "24-31"
+      int lo = -1, hi = -1;
+      size_t dash = key.find('-');
+      auto num = [](std::string_view t) {
+        if (t.empty() || t.size() > 2) return -1;
+        int n = 0;
+        for (char c : t) {
+          if (c < '0' || c > '9') return -1;
+          n = n * 10 + (c - '0');
+        }
+        return n;
+      };
+      lo = num(std::string_view(key).substr(0, dash));
+      hi = dash == std::string::npos ? lo : num(std::string_view(key).substr(dash + 1));
+      if (lo < 0 || hi < 0 || lo > 63 || hi > 63 || lo > hi) {
+        r_.error(ErrorKind::kBadValue, val, "qos.dscp_map: " + shown(key) +
+                                                " is not a DSCP value or range within 0..63 (e.g. 26 or 24-31)");
+        continue;
+      }
+      Value pv = val;
+      pv.path = "qos.dscp_map." + key;
+      if (auto prio = r_.integer(pv, 0, 7))
+        for (int d = lo; d <= hi; ++d) q.dscp_to_prio[static_cast<size_t>(d)] = static_cast<uint8_t>(*prio);
+    }
+  }
+
+  void read_qos(const Value& v, RawScenario& raw) {
+    Qos& q = raw.s.qos;
+    raw.qos_pos = v.pos;
+    auto m = r_.map(v);
+    if (!m) return;
+    if (auto pv = m->take("profile")) {
+      if (auto p = r_.choice(*pv, {"roce-lossless", "lossy", "pfc-only", "ecn-only"})) {
+        q.profile = *p;
+        q.pfc_enabled = *p == "roce-lossless" || *p == "pfc-only";
+        q.ecn.enabled = *p == "roce-lossless" || *p == "ecn-only";
+        q.lossless_mask = q.pfc_enabled ? (1u << 3) : 0;
+      }
+    }
+    if (auto lv = m->take("lossless")) {
+      if (auto items = r_.list(*lv)) {
+        uint8_t mask = 0;
+        for (const auto& it : *items) {
+          if (auto p = r_.integer(it, 0, 7)) {
+            if (mask & (1u << *p))
+              r_.error(ErrorKind::kDuplicateName, it, it.path + ": priority " + std::to_string(*p) + " listed twice");
+            mask |= static_cast<uint8_t>(1u << *p);
+          }
+        }
+        q.lossless_mask = mask;
+        q.pfc_enabled = mask != 0;
+      }
+    }
+    if (auto dv = m->take("dscp_map")) read_dscp_map(*dv, q);
+    if (auto ev = m->take("ecn")) {
+      if (ev->node.IsScalar()) {
+        if (auto b = r_.boolean(*ev)) q.ecn.enabled = *b;
+      } else if (auto em = r_.map(*ev)) {
+        q.ecn.enabled = true;
+        if (auto pv = em->take("preset")) {
+          if (auto p = r_.choice(*pv, {"nvidia", "paper"})) {
+            q.ecn.preset = *p;
+            if (*p == "paper") q.ecn = EcnConfig{true, "paper", Bytes{5 * 1024}, Bytes{200 * 1024}, 0.01};
+          }
+        }
+        std::optional<Value> kminv = em->take("kmin"), kmaxv = em->take("kmax");
+        if (kminv) if (auto b = r_.bytes(*kminv, Bytes{0}, Bytes{1ULL << 30})) q.ecn.kmin = *b, q.ecn.preset = "custom";
+        if (kmaxv) if (auto b = r_.bytes(*kmaxv, Bytes{0}, Bytes{1ULL << 30})) q.ecn.kmax = *b, q.ecn.preset = "custom";
+        if (auto pm = em->take("pmax")) if (auto d = r_.number(*pm, 0, 1)) q.ecn.pmax = *d, q.ecn.preset = "custom";
+        if (q.ecn.kmin > q.ecn.kmax)
+          r_.error(ErrorKind::kInconsistent, kminv ? kminv->pos : (kmaxv ? kmaxv->pos : ev->pos),
+                   "qos.ecn: kmin " + format_bytes(q.ecn.kmin) + " is above kmax " + format_bytes(q.ecn.kmax));
+        em->done();
+      }
+    }
+    if (auto pv = m->take("pfc")) {
+      if (auto pm = r_.map(*pv)) {
+        std::optional<Value> xoffv = pm->take("xoff"), xonv = pm->take("xon");
+        if (xoffv) if (auto b = r_.bytes(*xoffv, Bytes{1024}, Bytes{1ULL << 30})) q.pfc.xoff = *b;
+        if (xonv) if (auto b = r_.bytes(*xonv, Bytes{0}, Bytes{1ULL << 30})) raw.xon = *b, q.pfc.xon = *b;
+        if (auto qv = pm->take("quanta"))
+          if (auto n = r_.integer(*qv, 1, 65535)) q.pfc.quanta = static_cast<uint32_t>(*n);
+        if (raw.xon && *raw.xon >= q.pfc.xoff)
+          r_.error(ErrorKind::kInconsistent, xonv->pos, "qos.pfc: xon " + format_bytes(*raw.xon) +
+                                                             " must be below xoff " + format_bytes(q.pfc.xoff));
+        pm->done();
+      }
+    }
+    if (auto bv = m->take("buffer")) {
+      if (auto bm = r_.map(*bv)) {
+        if (auto sv = bm->take("size"))
+          if (auto b = r_.bytes(*sv, Bytes{64 * 1024}, Bytes{1ULL << 30})) q.buffer.size = *b;
+        if (auto dv = bm->take("dynamic_th"))
+          if (auto n = r_.integer(*dv, -7, 7)) q.buffer.dynamic_th = static_cast<int>(*n);
+        bm->done();
+      }
+    }
+    m->done();
+  }
+
+  void read_hosts(const Value& v, HostsConfig& h) {
+    auto m = r_.map(v);
+    if (!m) return;
+    if (auto ev = m->take("engine"))
+      if (auto e = r_.choice(*ev, {"builtin", "rxe"})) h.engine = *e;
+    if (auto dv = m->take("dcqcn"))
+      if (auto d = r_.choice(*dv, {"paper", "nvidia", "off"})) h.dcqcn = *d;
+    m->done();
+  }
+
+  void read_workloads(const Value& v, std::vector<Workload>& out) {
+    auto items = r_.list(v);
+    if (!items) return;
+    size_t i = 0;
+    for (const auto& item : *items) {
+      auto m = r_.map(item);
+      ++i;
+      if (!m) continue;
+      Workload w;
+      w.pos = item.pos;
+      if (auto tv = m->require("type"))
+        if (auto t = r_.choice(*tv, {"write_bw", "latency", "incast", "permutation", "allreduce", "alltoall"}))
+          w.type = *t;
+      w.name = w.type.empty() ? "workload" + std::to_string(i) : w.type + std::to_string(i);
+      if (auto nv = m->take("name"))
+        if (auto n = node_name(*nv)) w.name = *n;
+      bool pair = w.type == "write_bw" || w.type == "latency";
+      if (auto fv = pair ? m->require("from") : m->take("from"))
+        if (auto f = node_name(*fv)) w.from = *f;
+      if (auto tv = (pair || w.type == "incast") ? m->require("to") : m->take("to"))
+        if (auto t = node_name(*tv)) w.to = *t;
+      if (auto hv = m->take("hosts")) {
+        if (auto hs = r_.list_or_scalar(*hv)) {
+          bool all = hs->size() == 1 && (*hs)[0].node.IsScalar() && (*hs)[0].node.Scalar() == "all";
+          if (!all)
+            for (const auto& h : *hs)
+              if (auto n = node_name(h)) w.hosts.push_back(*n);
+        }
+      }
+      if (auto mv = m->take("message")) if (auto b = r_.bytes(*mv, Bytes{1}, Bytes{1ULL << 36})) w.message = *b;
+      if (auto qv = m->take("qps")) if (auto n = r_.integer(*qv, 1, 1024)) w.qps = static_cast<int>(*n);
+      if (auto iv = m->take("iterations")) if (auto n = r_.integer(*iv, 1, 1000000)) w.iterations = static_cast<int>(*n);
+      if (auto sv = m->take("start")) if (auto d = r_.duration(*sv, Duration{0}, Duration{3600LL * 1000000000})) w.start = *d;
+      m->done();
+      out.push_back(std::move(w));
+    }
+  }
+
+  void read_faults(const Value& v, std::vector<Fault>& out) {
+    auto items = r_.list(v);
+    if (!items) return;
+    const Duration kHour{3600LL * 1000000000};
+    for (const auto& item : *items) {
+      auto m = r_.map(item);
+      if (!m) continue;
+      Fault f;
+      f.pos = item.pos;
+      if (auto tv = m->require("type"))
+        if (auto t = r_.choice(*tv, {"link_down", "link_flap", "loss", "corruption", "pause_storm",
+                                     "slow_receiver", "node_crash", "misconfig"}))
+          f.type = *t;
+      if (auto tv = m->require("target"))
+        if (auto t = r_.string(*tv)) f.target = *t;
+      if (auto av = m->require("at")) if (auto d = r_.duration(*av, Duration{0}, kHour)) f.at = *d;
+      if (auto dv = m->take("duration")) f.duration = r_.duration(*dv, Duration{1}, kHour);
+      if (auto pv = f.type == "link_flap" ? m->require("period") : m->take("period"))
+        f.period = r_.duration(*pv, Duration{1}, kHour);
+      bool lossy = f.type == "loss" || f.type == "corruption";
+      if (auto pv = lossy ? m->require("probability") : m->take("probability")) f.probability = r_.number(*pv, 0, 1);
+      if (auto pv = m->take("priority"))
+        if (auto n = r_.integer(*pv, 0, 7)) f.priority = static_cast<int>(*n);
+      m->done();
+      out.push_back(std::move(f));
+    }
+  }
+
+  // Column of `offset` inside the scalar at `v`, when the file text shows it verbatim.
+  Position expr_position(const Value& v, const std::string& text, size_t offset) {
+    Position p = v.pos;
+    const YAML::Mark mk = v.node.Mark();
+    if (mk.pos < 0 || static_cast<size_t>(mk.pos) >= text_.size()) return p;
+    std::string_view at = text_.substr(static_cast<size_t>(mk.pos));
+    size_t skip = (!at.empty() && (at[0] == '"' || at[0] == '\'')) ? 1 : 0;
+    if (at.substr(skip, text.size()) == text) p.column += static_cast<int>(skip + offset);
+    return p;
+  }
+
+  void read_expect(const Value& v, std::vector<Expectation>& out) {
+    auto items = r_.list(v);
+    if (!items) return;
+    for (const auto& item : *items) {
+      Expectation e;
+      Value textv = item;
+      if (item.node.IsMap()) {
+        auto m = r_.map(item);
+        auto ev = m->require("expr");
+        if (auto nv = m->take("name"))
+          if (auto n = r_.string(*nv)) e.name = *n;
+        m->done();
+        if (!ev) continue;
+        textv = *ev;
+      }
+      auto t = r_.string(textv);
+      if (!t) continue;
+      e.text = *t;
+      if (e.name.empty()) e.name = e.text;
+      e.pos = textv.pos;
+      auto parsed = parse_expression(e.text);
+      if (parsed.error) {
+        r_.error(parsed.error->unknown_metric ? ErrorKind::kUnknownMetric : ErrorKind::kBadExpression,
+                 expr_position(textv, e.text, parsed.error->offset), textv.path + ": " + parsed.error->message);
+        continue;
+      }
+      e.expr = std::move(parsed.root);
+      out.push_back(std::move(e));
+    }
+  }
+
+  void read_capture(const Value& v, Capture& c) {
+    auto m = r_.map(v);
+    if (!m) return;
+    if (auto pv = m->take("ports"))
+      if (auto items = r_.list_or_scalar(*pv))
+        for (const auto& it : *items)
+          if (auto s = r_.string(it)) c.ports.push_back(*s);
+    if (auto sv = m->take("snaplen")) if (auto b = r_.bytes(*sv, Bytes{64}, Bytes{65535})) c.snaplen = *b;
+    m->done();
+  }
+
+  std::string_view text_;
+  Reader r_;
+};
+
+}  // namespace
+
+std::string default_instance_name(std::string_view path) {
+  size_t slash = path.find_last_of('/');
+  std::string_view stem = slash == std::string_view::npos ? path : path.substr(slash + 1);
+  if (size_t dot = stem.find('.'); dot != std::string_view::npos) stem = stem.substr(0, dot);
+  std::string out;
+  for (char c : stem) {
+    if (out.size() >= kInstanceNameMax) break;
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+    if (ok) out += c;
+    else if (!out.empty() && out.back() != '-') out += '-';
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.empty() ? "scenario" : out;
+}
+
+LoadResult load_scenario_text(std::string_view text, const std::string& file_label) {
+  LoadResult res{std::nullopt, Diagnostics(file_label)};
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(std::string(text));
+  } catch (const YAML::Exception& e) {
+    res.diags.add(ErrorKind::kSyntax, Reader::position_of(e.mark), "syntax error: " + e.msg);
+    return res;
+  }
+  if (docs.empty()) {
+    res.diags.add(ErrorKind::kWrongType, Position{1, 1}, "the document: expected a map, got nothing");
+    return res;
+  }
+  if (docs.size() > 1) {
+    res.diags.add(ErrorKind::kSyntax, Reader::position_of(docs[1].Mark()),
+                  "syntax error: a scenario file holds one YAML document, found " + std::to_string(docs.size()));
+    return res;
+  }
+  Loader loader(text, res.diags);
+  auto raw = loader.load(docs[0]);
+  if (!raw || !res.diags.empty()) return res;
+  raw->s.file = file_label;
+  if (raw->s.name.empty()) raw->s.name = default_instance_name(file_label);
+  res.scenario = build_scenario(std::move(*raw), res.diags);
+  if (!res.diags.empty()) res.scenario.reset();
+  return res;
+}
+
+LoadResult load_scenario_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    LoadResult res{std::nullopt, Diagnostics(path)};
+    res.diags.add(ErrorKind::kIo, Position{}, "cannot read the file: it is a directory");
+    return res;
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    LoadResult res{std::nullopt, Diagnostics(path)};
+    res.diags.add(ErrorKind::kIo, Position{}, std::string("cannot read the file: ") + std::strerror(errno));
+    return res;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    LoadResult res{std::nullopt, Diagnostics(path)};
+    res.diags.add(ErrorKind::kIo, Position{}, "cannot read the file");
+    return res;
+  }
+  return load_scenario_text(ss.str(), path);
+}
+
+}  // namespace rocelab::model

@@ -1,0 +1,30 @@
+// Scenario files in, a validated Scenario or every error of the file out.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/diagnostics.h"
+#include "model/scenario.h"
+
+namespace rocelab::model {
+
+// The schema tag of a resolved dump (validate --resolved -j), which loads back as a scenario.
+inline constexpr std::string_view kResolvedSchema = "rocelab.resolved/1";
+
+struct LoadResult {
+  std::optional<Scenario> scenario;
+  Diagnostics diags;
+  bool ok() const { return scenario.has_value(); }
+};
+
+LoadResult load_scenario_file(const std::string& path);
+// `file_label` is what diagnostics name as the file.
+LoadResult load_scenario_text(std::string_view text, const std::string& file_label);
+
+// The instance name a file gets when it sets none: its stem, made safe.
+std::string default_instance_name(std::string_view path);
+
+}  // namespace rocelab::model

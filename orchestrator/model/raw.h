@@ -1,0 +1,62 @@
+// The scenario as written, after type checks and before generators and cross-references.
+// Internal to the loader.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/scenario.h"
+#include "model/yaml_reader.h"
+
+namespace rocelab::model {
+
+struct RawPort {
+  std::optional<Rate> rate;
+  std::optional<uint32_t> mtu;
+};
+
+struct RawNode {
+  std::string name;
+  std::optional<NodeKind> kind;
+  std::optional<std::string> role;
+  RawPort port;
+  std::optional<Ipv4Prefix> loopback;
+  Position pos, loopback_pos;
+};
+
+struct RawEnd {
+  std::string node;
+  std::string ifname;  // empty: generated
+  Position pos;
+};
+
+struct RawLink {
+  RawEnd a, b;
+  RawPort port;
+  std::optional<Ipv4Prefix> subnet;
+  Position pos, subnet_pos;
+};
+
+struct RawScenario {
+  Scenario s;  // scalar sections already filled in
+  Position scale_pos, fabric_pos, pool_pos, root_pos;
+  bool has_fabric = false;
+  bool generate = false;  // fabric.type names a generator (not explicit, not a dump)
+  RawPort defaults;
+  RawPort kind_switch, kind_host;
+  std::vector<RawNode> nodes;
+  std::vector<RawLink> links;
+  std::optional<Bytes> xon;  // qos.pfc.xon as written
+  Position qos_pos;
+};
+
+// Phase 2: generators, overrides, names, addresses, routes, references. Adds diagnostics;
+// returns the finished scenario only when it added none.
+std::optional<Scenario> build_scenario(RawScenario raw, Diagnostics& diags);
+
+// Routes for every node (DESIGN.md §1: ECMP over all equal-cost next hops; per-NIC source
+// routing on multi-NIC hosts). Pure function of nodes, links and the pool.
+std::vector<NodeRoutes> plan_routes(const Scenario& s);
+
+}  // namespace rocelab::model

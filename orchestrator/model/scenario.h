@@ -1,0 +1,203 @@
+// The scenario model: what a YAML file means once generators, defaults and overrides are
+// applied. Pure data; nothing here touches the kernel.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/diagnostics.h"
+#include "model/expect.h"
+#include "model/ipv4.h"
+#include "model/units.h"
+
+namespace rocelab::model {
+
+inline constexpr size_t kIfnameMax = 15;     // IFNAMSIZ - 1
+inline constexpr size_t kNodeNameMax = 32;
+inline constexpr size_t kInstanceNameMax = 16;
+inline constexpr size_t kMaxNodes = 1024;    // namespaces one machine can reasonably hold
+inline constexpr size_t kMaxLinks = 4096;
+inline constexpr uint32_t kMtuMin = 576, kMtuMax = 9216;
+inline constexpr Rate kRateMin{1000000};               // 1 Mbit/s physical
+inline constexpr Rate kRateMax{1600000000000ULL};      // 1.6 Tbit/s physical
+inline constexpr Rate kEmulatedRateMin{64000};         // below this HTB's granularity dominates
+inline constexpr uint32_t kDefaultMtu = 1500;
+inline constexpr Rate kDefaultRate{100000000000ULL};   // 100 Gbit/s
+inline constexpr uint64_t kDefaultSeed = 1;
+
+enum class NodeKind { kSwitch, kHost };
+enum class FabricType { kExplicit, kLeafSpine, kRailOptimized, kFatTree };
+
+std::string_view fabric_type_name(FabricType t);
+std::string_view node_kind_name(NodeKind k);
+
+// What the user asked a generator for (kept so the resolved dump says where a fabric came from).
+struct GeneratorParams {
+  FabricType type = FabricType::kExplicit;
+  int spines = 0;          // leaf-spine, rail-optimized
+  int leaves = 0;          // leaf-spine
+  int hosts_per_leaf = 0;  // leaf-spine: hosts under each leaf
+  int nics_per_host = 1;   // leaf-spine: all NICs of a host to its leaf; rail: one NIC per rail
+  int uplinks = 1;         // parallel links between each leaf and each spine
+  int rails = 0;           // rail-optimized
+  int hosts = 0;           // rail-optimized: hosts in total
+  int leaves_per_rail = 1; // rail-optimized
+  int k = 0;               // fat-tree
+  std::optional<Rate> uplink_rate;
+  std::optional<double> oversubscription;
+};
+
+struct Node {
+  std::string name;
+  NodeKind kind = NodeKind::kSwitch;
+  std::string role;   // spine, leaf, rail, core, agg, edge, switch, host
+  int tier = 0;       // 0 hosts, 1 leaf/edge/rail, 2 spine/agg, 3 core: drawing order only
+  Ipv4Prefix loopback{};
+  Position pos;
+  std::vector<size_t> ports;  // indices into Scenario::links, in port order
+};
+
+struct Endpoint {
+  size_t node = 0;
+  std::string ifname;
+  uint32_t addr = 0;
+};
+
+struct Link {
+  Endpoint a, b;
+  Rate rate;
+  uint32_t mtu = kDefaultMtu;
+  Ipv4Prefix subnet{};  // a /31: a takes the even address, b the odd one
+  Position pos;
+
+  const Endpoint& end(size_t node) const { return a.node == node ? a : b; }
+  const Endpoint& peer_of(size_t node) const { return a.node == node ? b : a; }
+};
+
+struct NextHop {
+  uint32_t via = 0;
+  std::string dev;
+  auto operator<=>(const NextHop&) const = default;
+};
+
+struct Route {
+  Ipv4Prefix dst;
+  std::vector<NextHop> nexthops;  // more than one: ECMP
+  int table = 0;                  // 0 = main
+};
+
+// Per-NIC source routing of a multi-NIC host: "from ADDR lookup TABLE".
+struct SourceRule {
+  uint32_t from = 0;
+  int table = 0;
+  std::string nic;
+};
+
+struct NodeRoutes {
+  std::vector<Route> routes;
+  std::vector<SourceRule> rules;
+};
+
+// --- reserved sections: typed now, acted on by later issues -----------------------------
+
+struct EcnConfig {
+  bool enabled = true;
+  std::string preset = "nvidia";
+  Bytes kmin{150 * 1024}, kmax{1500 * 1024};
+  double pmax = 1.0;
+};
+
+struct PfcConfig {
+  Bytes xoff{128 * 1024};
+  std::optional<Bytes> xon;  // default XOFF - 2 x MTU, resolved against the fabric's MTU
+  uint32_t quanta = 65535;
+};
+
+struct BufferConfig {
+  Bytes size{16 * 1024 * 1024};
+  int dynamic_th = 0;  // alpha = 2^dynamic_th
+};
+
+struct Qos {
+  std::string profile = "roce-lossless";
+  std::array<uint8_t, 64> dscp_to_prio{};
+  uint8_t lossless_mask = 1u << 3;
+  EcnConfig ecn;
+  bool pfc_enabled = true;
+  PfcConfig pfc;
+  BufferConfig buffer;
+};
+
+struct HostsConfig {
+  std::string engine = "builtin";  // builtin | rxe
+  std::string dcqcn = "paper";     // paper | nvidia | off
+};
+
+struct Workload {
+  std::string name;
+  std::string type;  // write_bw, latency, incast, permutation, allreduce, alltoall
+  std::vector<std::string> hosts;  // participants; empty = all hosts
+  std::string from, to;
+  Bytes message{1024 * 1024};
+  int qps = 1;
+  int iterations = 10;
+  Duration start{0};
+  Position pos;
+};
+
+struct Fault {
+  std::string type;    // link_down, link_flap, loss, corruption, pause_storm, slow_receiver,
+                       // node_crash, misconfig
+  std::string target;  // "node" or "node:ifname"
+  Duration at{0};
+  std::optional<Duration> duration;
+  std::optional<Duration> period;
+  std::optional<double> probability;
+  std::optional<int> priority;
+  Position pos;
+};
+
+struct Expectation {
+  std::string text;
+  std::string name;  // defaults to the text
+  std::shared_ptr<const Expr> expr;
+  Position pos;
+};
+
+struct Capture {
+  std::vector<std::string> ports;  // "node:ifname", "node", or "all"
+  Bytes snaplen{128};
+};
+
+struct Scenario {
+  std::string file;
+  std::string name;  // instance name: the prefix of everything the testbed makes
+  std::string description;
+  uint64_t seed = kDefaultSeed;
+  TimeScale scale{1.0};
+  Ipv4Prefix pool = kDefaultPool;
+  GeneratorParams fabric;
+  std::vector<Node> nodes;
+  std::vector<Link> links;
+  std::vector<NodeRoutes> routes;  // per node, same order as nodes
+  Qos qos;
+  HostsConfig hosts;
+  std::vector<Workload> workloads;
+  std::vector<Fault> faults;
+  std::vector<Expectation> expect;
+  Capture capture;
+
+  std::optional<size_t> find_node(std::string_view name) const;
+  size_t count(NodeKind k) const;
+  // Namespace name of a node, as seen from the machine's own namespace.
+  std::string namespace_of(const Node& n) const { return "rl-" + name + "-" + n.name; }
+  // Largest leaf downlink/uplink capacity ratio; 0 when no switch has both host links and
+  // links up to a spine, aggregation or core switch.
+  double oversubscription() const;
+};
+
+}  // namespace rocelab::model

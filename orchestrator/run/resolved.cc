@@ -1,0 +1,200 @@
+#include "run/resolved.h"
+
+#include "model/loader.h"
+
+namespace rocelab::run {
+
+using nlohmann::ordered_json;
+using namespace rocelab::model;
+
+namespace {
+
+ordered_json generator_json(const GeneratorParams& g) {
+  ordered_json j;
+  j["type"] = fabric_type_name(g.type);
+  switch (g.type) {
+    case FabricType::kLeafSpine:
+      j["spines"] = g.spines;
+      j["leaves"] = g.leaves;
+      j["hosts_per_leaf"] = g.hosts_per_leaf;
+      j["nics_per_host"] = g.nics_per_host;
+      j["uplinks"] = g.uplinks;
+      break;
+    case FabricType::kRailOptimized:
+      j["rails"] = g.rails;
+      j["hosts"] = g.hosts;
+      j["spines"] = g.spines;
+      j["leaves_per_rail"] = g.leaves_per_rail;
+      j["uplinks"] = g.uplinks;
+      break;
+    case FabricType::kFatTree: j["k"] = g.k; break;
+    case FabricType::kExplicit: break;
+  }
+  if (g.uplink_rate) j["uplink_rate"] = format_rate(*g.uplink_rate);
+  if (g.oversubscription) j["oversubscription"] = *g.oversubscription;
+  return j;
+}
+
+std::string end_name(const Scenario& s, const Endpoint& e) { return s.nodes[e.node].name + ":" + e.ifname; }
+
+ordered_json dscp_json(const std::array<uint8_t, 64>& map) {
+  ordered_json j = ordered_json::object();
+  for (size_t lo = 0; lo < 64;) {
+    size_t hi = lo;
+    while (hi + 1 < 64 && map[hi + 1] == map[lo]) ++hi;
+    j[lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi)] = map[lo];
+    lo = hi + 1;
+  }
+  return j;
+}
+
+ordered_json qos_json(const Qos& q) {
+  ordered_json j;
+  j["profile"] = q.profile;
+  ordered_json lossless = ordered_json::array();
+  for (int p = 0; p < 8; ++p)
+    if (q.lossless_mask & (1u << p)) lossless.push_back(p);
+  j["lossless"] = lossless;
+  j["dscp_map"] = dscp_json(q.dscp_to_prio);
+  if (!q.ecn.enabled) {
+    j["ecn"] = false;
+  } else if (q.ecn.preset == "custom") {
+    j["ecn"] = {{"kmin", format_bytes(q.ecn.kmin)}, {"kmax", format_bytes(q.ecn.kmax)}, {"pmax", q.ecn.pmax}};
+  } else {
+    j["ecn"] = {{"preset", q.ecn.preset}};
+  }
+  ordered_json pfc;
+  pfc["xoff"] = format_bytes(q.pfc.xoff);
+  if (q.pfc.xon) pfc["xon"] = format_bytes(*q.pfc.xon);
+  pfc["quanta"] = q.pfc.quanta;
+  j["pfc"] = pfc;
+  j["buffer"] = {{"size", format_bytes(q.buffer.size)}, {"dynamic_th", q.buffer.dynamic_th}};
+  return j;
+}
+
+ordered_json derived_json(const Scenario& s) {
+  ordered_json d;
+  d["instance_prefix"] = "rl-" + s.name + "-";
+  d["counts"] = {{"switches", s.count(NodeKind::kSwitch)},
+                 {"hosts", s.count(NodeKind::kHost)},
+                 {"links", s.links.size()},
+                 {"namespaces", s.nodes.size()}};
+  d["oversubscription"] = s.oversubscription();
+  ordered_json em;
+  em["scale"] = s.scale.factor();
+  em["note"] = "rates / D, times x D, bytes unchanged (DESIGN.md section 3)";
+  if (!s.qos.ecn.enabled) em["ecn"] = false;
+  ordered_json wl = ordered_json::array();
+  for (const Workload& w : s.workloads) wl.push_back({{"name", w.name}, {"start", format_duration(s.scale.emulate(w.start))}});
+  em["workloads"] = wl;
+  ordered_json fl = ordered_json::array();
+  for (const Fault& f : s.faults) {
+    ordered_json fj{{"target", f.target}, {"at", format_duration(s.scale.emulate(f.at))}};
+    if (f.duration) fj["duration"] = format_duration(s.scale.emulate(*f.duration));
+    if (f.period) fj["period"] = format_duration(s.scale.emulate(*f.period));
+    fl.push_back(fj);
+  }
+  em["faults"] = fl;
+  d["emulated"] = em;
+  ordered_json nodes = ordered_json::object();
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    const Node& n = s.nodes[i];
+    ordered_json nj;
+    nj["namespace"] = s.namespace_of(n);
+    ordered_json ifs = ordered_json::array();
+    for (size_t li : n.ports) {
+      const Link& l = s.links[li];
+      const Endpoint& e = l.end(i);
+      ifs.push_back({{"name", e.ifname},
+                     {"address", format_ipv4(e.addr) + "/31"},
+                     {"peer", end_name(s, l.peer_of(i))},
+                     {"rate", format_rate(l.rate)},
+                     {"rate_emulated", format_rate(s.scale.emulate(l.rate))},
+                     {"mtu", l.mtu}});
+    }
+    nj["interfaces"] = ifs;
+    ordered_json routes = ordered_json::array();
+    for (const Route& r : s.routes[i].routes) {
+      ordered_json rj;
+      rj["dst"] = format_prefix(r.dst);
+      if (r.table) rj["table"] = r.table;
+      ordered_json nh = ordered_json::array();
+      for (const NextHop& h : r.nexthops) nh.push_back({{"via", format_ipv4(h.via)}, {"dev", h.dev}});
+      rj["nexthops"] = nh;
+      routes.push_back(rj);
+    }
+    nj["routes"] = routes;
+    if (!s.routes[i].rules.empty()) {
+      ordered_json rules = ordered_json::array();
+      for (const SourceRule& r : s.routes[i].rules)
+        rules.push_back({{"from", format_ipv4(r.from)}, {"table", r.table}, {"nic", r.nic}});
+      nj["rules"] = rules;
+    }
+    nodes[n.name] = nj;
+  }
+  d["nodes"] = nodes;
+  return d;
+}
+
+}  // namespace
+
+ordered_json resolved_json(const Scenario& s) {
+  ordered_json j;
+  j["schema"] = kResolvedSchema;
+  j["name"] = s.name;
+  if (!s.description.empty()) j["description"] = s.description;
+  j["seed"] = s.seed;
+  j["scale"] = s.scale.factor();
+  j["addressing"] = {{"pool", format_prefix(s.pool)}};
+  ordered_json fabric{{"type", "explicit"}};
+  if (s.fabric.type != FabricType::kExplicit) fabric["generated_by"] = generator_json(s.fabric);
+  j["fabric"] = fabric;
+  ordered_json nodes = ordered_json::array();
+  for (const Node& n : s.nodes)
+    nodes.push_back({{"name", n.name}, {"kind", node_kind_name(n.kind)}, {"role", n.role},
+                     {"loopback", format_prefix(n.loopback)}});
+  j["nodes"] = nodes;
+  ordered_json links = ordered_json::array();
+  for (const Link& l : s.links)
+    links.push_back({{"endpoints", {end_name(s, l.a), end_name(s, l.b)}},
+                     {"rate", format_rate(l.rate)},
+                     {"mtu", l.mtu},
+                     {"subnet", format_prefix(l.subnet)}});
+  j["links"] = links;
+  j["qos"] = qos_json(s.qos);
+  j["hosts"] = {{"engine", s.hosts.engine}, {"dcqcn", s.hosts.dcqcn}};
+  ordered_json wl = ordered_json::array();
+  for (const Workload& w : s.workloads) {
+    ordered_json wj{{"name", w.name}, {"type", w.type}};
+    if (!w.hosts.empty()) wj["hosts"] = w.hosts;
+    if (!w.from.empty()) wj["from"] = w.from;
+    if (!w.to.empty()) wj["to"] = w.to;
+    wj["message"] = format_bytes(w.message);
+    wj["qps"] = w.qps;
+    wj["iterations"] = w.iterations;
+    wj["start"] = format_duration(w.start);
+    wl.push_back(wj);
+  }
+  j["workloads"] = wl;
+  ordered_json fl = ordered_json::array();
+  for (const Fault& f : s.faults) {
+    ordered_json fj{{"type", f.type}, {"target", f.target}, {"at", format_duration(f.at)}};
+    if (f.duration) fj["duration"] = format_duration(*f.duration);
+    if (f.period) fj["period"] = format_duration(*f.period);
+    if (f.probability) fj["probability"] = *f.probability;
+    if (f.priority) fj["priority"] = *f.priority;
+    fl.push_back(fj);
+  }
+  j["faults"] = fl;
+  ordered_json ex = ordered_json::array();
+  for (const Expectation& e : s.expect) {
+    if (e.name == e.text) ex.push_back(e.text);
+    else ex.push_back({{"expr", e.text}, {"name", e.name}});
+  }
+  j["expect"] = ex;
+  j["capture"] = {{"ports", s.capture.ports}, {"snaplen", format_bytes(s.capture.snaplen)}};
+  j["derived"] = derived_json(s);
+  return j;
+}
+
+}  // namespace rocelab::run

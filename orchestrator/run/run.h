@@ -1,0 +1,31 @@
+// `rocelab run`: validate → up → workloads and faults → collect → assertions → down, into a
+// run directory (DESIGN.md §6). Stages whose issue has not landed yet are recorded as such.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/scenario.h"
+#include "run/capabilities.h"
+#include "run/results.h"
+
+namespace rocelab::run {
+
+struct RunOptions {
+  std::string scenario_path;  // copied into the run directory
+  std::string out_dir;        // empty: runs/NAME-YYYYMMDD-HHMMSS under the current directory
+};
+
+struct RunReport {
+  int exit_code = kExitPass;
+  std::string run_dir;
+  std::string outcome;  // pass, fail, invalid, error
+  std::string error;    // why, when the run itself could not proceed
+  std::vector<std::string> notes;  // what this run did not do, and why
+  std::vector<AssertionOutcome> assertions;
+  double seconds = 0;
+};
+
+RunReport run_scenario(const model::Scenario& s, const RunOptions& opts);
+
+}  // namespace rocelab::run

@@ -1,0 +1,31 @@
+// Facts about the machine and primitives every layer above may use. No libnl, no libbpf.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace rocelab::sys {
+
+struct KernelInfo {
+  std::string release;  // uname -r
+  std::string version;  // uname -v
+  std::string machine;  // uname -m
+  int major = 0, minor = 0;
+  bool at_least(int maj, int min) const { return major > maj || (major == maj && minor >= min); }
+};
+
+KernelInfo kernel_info();
+bool is_root();
+bool path_exists(const std::string& path);
+std::optional<std::string> read_file(const std::string& path);
+// The kernel has a module available: built in, loaded, or on disk for this release.
+bool kernel_has_module(const std::string& name);
+
+// Runs `fn` in a child process inside a new, unnamed network namespace that vanishes with
+// the child: nothing is ever made in the machine's own namespace. `fn` returns text that the
+// parent receives. nullopt with `why` set when the child could not be started or crashed.
+std::optional<std::string> run_in_private_netns(const std::function<std::string()>& fn, std::string& why,
+                                                int timeout_ms = 10000);
+
+}  // namespace rocelab::sys

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what rocelab needs to build and test, from Debian 12 / Ubuntu 24.04 packages.
+# Idempotent: installs only what is missing; apt runs only when something is.
+set -euo pipefail
+
+# Build and run-time dependencies (the library's -dev packages pull their runtime parts).
+PKGS=(
+  build-essential cmake pkg-config ninja-build
+  clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
+  libnl-3-dev libnl-route-3-dev
+  libboost-program-options-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
+  nlohmann-json3-dev libgtest-dev libgmock-dev
+  iproute2 python3
+)
+# Ubuntu ships bpftool inside linux-tools; Debian as its own package.
+if grep -qi ubuntu /etc/os-release 2>/dev/null; then
+  PKGS=("${PKGS[@]/bpftool/linux-tools-common}")
+fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 4; }
+  SUDO="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
