@@ -1,6 +1,7 @@
 // Phase 1 of loading: YAML syntax, schema (keys, types, ranges) and per-section consistency.
 #include "model/loader.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -59,7 +60,7 @@ class Loader {
       if (auto d = r_.string(*v)) s.description = *d;
     if (auto v = m->take("seed"))
       if (auto n = r_.integer(*v, 0, std::numeric_limits<int64_t>::max())) s.seed = static_cast<uint64_t>(*n);
-    if (auto v = m->require("scale")) {
+    if (auto v = m->require("scale", "the time scale D: emulated rates are physical / D, e.g. scale: 1000")) {
       raw.scale_pos = v->pos;
       if (v->node.IsScalar() && v->node.Tag() != "!") {
         auto p = parse_number(v->node.Scalar());
@@ -222,7 +223,7 @@ class Loader {
         }
       }
     }
-    if (type) m->done();  // without a type every key would be reported unknown
+    m->done(type.has_value());  // without a type the other keys cannot be judged
     return type && *type != FabricType::kExplicit;
   }
 
@@ -608,26 +609,61 @@ std::string default_instance_name(std::string_view path) {
   return out.empty() ? "scenario" : out;
 }
 
+namespace {
+
+// Records where each document starts, and nothing else.
+struct DocumentStarts : YAML::EventHandler {
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& m) override { starts.push_back(m); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+}  // namespace
+
 LoadResult load_scenario_text(std::string_view text, const std::string& file_label) {
   LoadResult res{std::nullopt, Diagnostics(file_label)};
-  std::vector<YAML::Node> docs;
+  const std::string buf(text);
+  YAML::Node root;
   try {
-    docs = YAML::LoadAll(std::string(text));
+    // yaml-cpp 0.7's LoadAll never ends on a stray flow indicator at document level (",",
+    // jbeder/yaml-cpp#1040): the parser yields an empty document without consuming the token,
+    // forever, allocating each time. So count documents with a bounded parse, and treat a
+    // document that starts where the previous one did as the parser being stuck.
+    std::istringstream in(buf);
+    YAML::Parser parser(in);
+    DocumentStarts docs;
+    while (docs.starts.size() < 2 && parser.HandleNextDocument(docs)) {
+    }
+    if (docs.starts.size() >= 2) {
+      const YAML::Mark& second = docs.starts[1];
+      if (second.pos == docs.starts[0].pos) {
+        char c = second.pos >= 0 && static_cast<size_t>(second.pos) < buf.size() ? buf[second.pos] : '?';
+        res.diags.add(ErrorKind::kSyntax, Reader::position_of(second),
+                      std::string("syntax error: unexpected '") + c + "'");
+      } else {
+        res.diags.add(ErrorKind::kSyntax, Reader::position_of(second),
+                      "syntax error: a scenario file holds one YAML document, found more");
+      }
+      return res;
+    }
+    if (docs.starts.empty()) {
+      res.diags.add(ErrorKind::kWrongType, Position{1, 1}, "the document: expected a map, got nothing");
+      return res;
+    }
+    root = YAML::Load(buf);
   } catch (const YAML::Exception& e) {
     res.diags.add(ErrorKind::kSyntax, Reader::position_of(e.mark), "syntax error: " + e.msg);
     return res;
   }
-  if (docs.empty()) {
-    res.diags.add(ErrorKind::kWrongType, Position{1, 1}, "the document: expected a map, got nothing");
-    return res;
-  }
-  if (docs.size() > 1) {
-    res.diags.add(ErrorKind::kSyntax, Reader::position_of(docs[1].Mark()),
-                  "syntax error: a scenario file holds one YAML document, found " + std::to_string(docs.size()));
-    return res;
-  }
   Loader loader(text, res.diags);
-  auto raw = loader.load(docs[0]);
+  auto raw = loader.load(root);
   if (!raw || !res.diags.empty()) return res;
   raw->s.file = file_label;
   if (raw->s.name.empty()) raw->s.name = default_instance_name(file_label);

@@ -122,9 +122,17 @@ struct BufferConfig {
   int dynamic_th = 0;  // alpha = 2^dynamic_th
 };
 
+// DESIGN.md §2: DSCP 24-31 -> 3 (RoCE data), 48-55 -> 6 (CNP), the rest -> 0.
+constexpr std::array<uint8_t, 64> default_dscp_map() {
+  std::array<uint8_t, 64> m{};
+  for (size_t d = 24; d <= 31; ++d) m[d] = 3;
+  for (size_t d = 48; d <= 55; ++d) m[d] = 6;
+  return m;
+}
+
 struct Qos {
   std::string profile = "roce-lossless";
-  std::array<uint8_t, 64> dscp_to_prio{};
+  std::array<uint8_t, 64> dscp_to_prio = default_dscp_map();
   uint8_t lossless_mask = 1u << 3;
   EcnConfig ecn;
   bool pfc_enabled = true;

@@ -368,7 +368,7 @@ class Builder {
     for (const Node& n : s_.nodes)
       if (n.kind == NodeKind::kHost && n.ports.empty())
         err(ErrorKind::kHostNotConnected, n.pos, "nodes: host '" + n.name + "' has no link");
-    if (s_.nodes.empty())
+    if (s_.nodes.empty() || s_.links.empty())
       err(ErrorKind::kMissingKey, raw_.fabric_pos, "fabric: an explicit fabric needs 'nodes' and 'links'");
     return d_.empty();
   }
@@ -645,7 +645,7 @@ class Builder {
         err(ErrorKind::kUnknownLink, raw_.root_pos, "capture.ports: '" + p.substr(0, colon) + "' has no port '" + p.substr(colon + 1) + "'");
     }
     // PFC: XON defaults to XOFF - 2 x MTU (DESIGN.md §2) and must leave room below XOFF.
-    uint32_t mtu = 0;
+    uint32_t mtu = s_.links.empty() ? kDefaultMtu : 0;
     for (const Link& l : s_.links) mtu = std::max(mtu, l.mtu);
     PfcConfig& pfc = s_.qos.pfc;
     if (s_.qos.pfc_enabled && !pfc.xon) {

@@ -1,5 +1,6 @@
 #include "model/yaml_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 
@@ -108,24 +109,39 @@ Position MapReader::key_pos(std::string_view key) const {
   return pos_;
 }
 
-std::optional<Value> MapReader::require(std::string_view key) {
+std::optional<Value> MapReader::require(std::string_view key, std::string_view why) {
   auto v = take(key);
-  if (!v)
-    r_->error(ErrorKind::kMissingKey, pos_,
-              (path_.empty() ? std::string("top level") : path_) + ": missing required key '" +
-                  std::string(key) + "'");
+  if (!v) {
+    // A misspelt key ("leafs") reads better as one unknown-key error with a did-you-mean than
+    // as that plus a missing "leaves": done() decides once it knows which keys were unknown.
+    missing_.emplace_back(key, why);
+  }
   return v;
 }
 
-void MapReader::done() {
+void MapReader::done(bool all_unknown) {
   std::vector<std::string_view> known(known_.begin(), known_.end());
+  std::vector<std::string> hinted;
   for (const auto& e : entries_) {
     if (e.used) continue;
     std::string msg = child_path(e.key) + ": unknown key";
     std::string hint = closest(e.key, known);
-    if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+    bool near_missing =
+        std::any_of(missing_.begin(), missing_.end(), [&](const auto& m) { return m.first == hint; });
+    if (!all_unknown && !near_missing) continue;
+    if (!hint.empty()) {
+      msg += " (did you mean '" + hint + "'?)";
+      hinted.push_back(hint);
+    }
     r_->error(ErrorKind::kUnknownKey, e.key_pos, msg);
   }
+  for (const auto& [key, why] : missing_) {
+    if (std::find(hinted.begin(), hinted.end(), key) != hinted.end()) continue;
+    r_->error(ErrorKind::kMissingKey, pos_,
+              (path_.empty() ? std::string("top level") : path_) + ": missing required key '" + key + "'" +
+                  (why.empty() ? std::string() : " (" + why + ")"));
+  }
+  missing_.clear();
 }
 
 std::optional<std::vector<Value>> Reader::list(const Value& v) {

@@ -30,12 +30,16 @@ class Reader;
 class MapReader {
  public:
   std::optional<Value> take(std::string_view key);
-  std::optional<Value> require(std::string_view key);
+  // `why` teaches what the key is for, in the missing-key message.
+  std::optional<Value> require(std::string_view key, std::string_view why = {});
   bool has(std::string_view key) const;
   // Every entry of a free-form map (keys are data, e.g. a DSCP map), with each key's place.
   std::vector<std::pair<std::string, Value>> take_all();
   Position key_pos(std::string_view key) const;
-  void done();
+  // Reports unknown keys and missing required keys; every MapReader must end with it.
+  // all_unknown = false reports only unknown keys that look like a missing required one
+  // (for a map whose schema is unknown because its discriminating key is missing).
+  void done(bool all_unknown = true);
   const Position& pos() const { return pos_; }
   const std::string& path() const { return path_; }
 
@@ -55,6 +59,7 @@ class MapReader {
   std::string path_;
   std::vector<Entry> entries_;
   std::vector<std::string> known_;
+  std::vector<std::pair<std::string, std::string>> missing_;  // required keys not present, reported by done()
 };
 
 class Reader {

@@ -1,5 +1,7 @@
 #include "run/graph.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <deque>
 #include <map>
@@ -56,7 +58,7 @@ std::string short_rate(Rate r) {
 
 std::string fabric_dot(const Scenario& s) {
   std::string d = "// rocelab graph: " + s.file + " (instance " + s.name + ", D = " +
-                  std::to_string(s.scale.factor()) + ")\n";
+                  fmt::format("{:g}", s.scale.factor()) + ")\n";
   d += "graph " + q(s.name) + " {\n";
   d += "  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=8];\n";
   std::vector<int> t = tiers(s);

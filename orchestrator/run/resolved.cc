@@ -113,15 +113,15 @@ ordered_json derived_json(const Scenario& s) {
                      {"mtu", l.mtu}});
     }
     nj["interfaces"] = ifs;
+    // Routes as `ip route` prints them: compact, familiar, and small enough for big fabrics.
     ordered_json routes = ordered_json::array();
     for (const Route& r : s.routes[i].routes) {
-      ordered_json rj;
-      rj["dst"] = format_prefix(r.dst);
-      if (r.table) rj["table"] = r.table;
-      ordered_json nh = ordered_json::array();
-      for (const NextHop& h : r.nexthops) nh.push_back({{"via", format_ipv4(h.via)}, {"dev", h.dev}});
-      rj["nexthops"] = nh;
-      routes.push_back(rj);
+      std::string line = format_prefix(r.dst);
+      const bool multipath = r.nexthops.size() > 1;
+      for (const NextHop& h : r.nexthops)
+        line += std::string(multipath ? " nexthop" : "") + " via " + format_ipv4(h.via) + " dev " + h.dev;
+      if (r.table) line += " table " + std::to_string(r.table);
+      routes.push_back(std::move(line));
     }
     nj["routes"] = routes;
     if (!s.routes[i].rules.empty()) {
@@ -138,7 +138,7 @@ ordered_json derived_json(const Scenario& s) {
 
 }  // namespace
 
-ordered_json resolved_json(const Scenario& s) {
+ordered_json resolved_json(const Scenario& s, bool with_derived) {
   ordered_json j;
   j["schema"] = kResolvedSchema;
   j["name"] = s.name;
@@ -193,7 +193,7 @@ ordered_json resolved_json(const Scenario& s) {
   }
   j["expect"] = ex;
   j["capture"] = {{"ports", s.capture.ports}, {"snaplen", format_bytes(s.capture.snaplen)}};
-  j["derived"] = derived_json(s);
+  if (with_derived) j["derived"] = derived_json(s);
   return j;
 }
 

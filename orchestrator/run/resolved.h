@@ -10,6 +10,7 @@
 
 namespace rocelab::run {
 
-nlohmann::ordered_json resolved_json(const model::Scenario& s);
+// with_derived = false leaves out the output-only section (it is recomputed on load anyway).
+nlohmann::ordered_json resolved_json(const model::Scenario& s, bool with_derived = true);
 
 }  // namespace rocelab::run
