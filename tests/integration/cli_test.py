@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""The rocelab command as a user meets it: exit codes, run directory, JUnit, --help.
+
+Usage: cli_test.py --rocelab PATH --source REPO_DIR
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+ROCELAB = ""
+SOURCE = ""
+
+SMALL = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n"
+
+
+def rocelab(*args, cwd=None):
+    return subprocess.run([ROCELAB, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+class Cli(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-cli-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def write(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_validate_ok_exits_0(self):
+        r = rocelab("validate", os.path.join(SOURCE, "scenarios", "quickstart.yaml"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("4 hosts", r.stdout)
+
+    def test_bad_input_exits_3_with_file_line_column(self):
+        path = self.write("bad.yaml", SMALL + "colour: blue\n")
+        r = rocelab("validate", path)
+        self.assertEqual(r.returncode, 3)
+        self.assertIn(f"{path}:3:1: colour: unknown key", r.stderr)
+
+    def test_missing_file_exits_3(self):
+        r = rocelab("validate", os.path.join(self.tmp, "nope.yaml"))
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("No such file", r.stderr)
+
+    def test_unknown_command_and_bad_option_exit_3(self):
+        self.assertEqual(rocelab("frobnicate").returncode, 3)
+        self.assertEqual(rocelab("validate", "--no-such-option", "x.yaml").returncode, 3)
+        self.assertEqual(rocelab().returncode, 3)
+
+    def test_help_for_every_command_teaches_with_an_example(self):
+        for cmd in ["validate", "graph", "run", "up", "down", "status", "doctor"]:
+            r = rocelab(cmd, "--help")
+            self.assertEqual(r.returncode, 0, cmd)
+            self.assertIn(f"usage: rocelab {cmd}", r.stdout)
+            self.assertIn("example:", r.stdout)
+            self.assertEqual(rocelab("help", cmd).stdout, r.stdout)
+        r = rocelab("--help")
+        self.assertEqual(r.returncode, 0)
+        for cmd in ["validate", "graph", "run", "up", "down", "status", "doctor"]:
+            self.assertIn(cmd, r.stdout)
+
+    def test_resolved_json_round_trips(self):
+        src = os.path.join(SOURCE, "scenarios", "rail-optimized.yaml")
+        first = rocelab("validate", "--resolved", "-j", src)
+        self.assertEqual(first.returncode, 0, first.stderr)
+        doc = json.loads(first.stdout)
+        self.assertEqual(doc["schema"], "rocelab.resolved/1")
+        path = self.write("resolved.json", first.stdout)
+        second = rocelab("validate", "--resolved", "-j", path)
+        self.assertEqual(second.returncode, 0, second.stderr)
+        self.assertEqual(second.stdout, first.stdout)
+
+    def test_graph_is_dot(self):
+        r = rocelab("graph", os.path.join(SOURCE, "scenarios", "quickstart.yaml"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('graph "quickstart" {', r.stdout)
+        self.assertIn("D = 1000)", r.stdout)
+        self.assertIn("spine1", r.stdout)
+        self.assertEqual(r.stdout.count("--"), 8)
+
+    def run_with(self, expect_lines):
+        path = self.write("s.yaml", SMALL + "expect:\n" + "".join(f"  - {e}\n" for e in expect_lines))
+        out = os.path.join(self.tmp, "run")
+        r = rocelab("run", "--out", out, path)
+        return r, out
+
+    def test_run_passing_exits_0_and_writes_the_run_directory(self):
+        r, out = self.run_with(["hosts == 4"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for f in ["scenario.yaml", "resolved.json", "results.json", "events.jsonl", "junit.xml"]:
+            self.assertTrue(os.path.exists(os.path.join(out, f)), f)
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+        self.assertEqual(res["outcome"], "pass")
+        self.assertEqual(res["exit_code"], 0)
+        self.assertEqual(res["seed"], 1)
+        for key in ["schema_version", "kernel", "versions", "scale", "capabilities", "assertions"]:
+            self.assertIn(key, res)
+
+    def test_junit_with_a_pass_and_a_failure_parses_and_run_exits_1(self):
+        r, out = self.run_with(["hosts == 4", "links > 100"])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        root = ET.parse(os.path.join(out, "junit.xml")).getroot()
+        cases = root.findall(".//testcase")
+        self.assertEqual(len(cases), 2)
+        by_name = {c.get("name"): c for c in cases}
+        self.assertIsNone(by_name["hosts == 4"].find("failure"))
+        failure = by_name["links > 100"].find("failure")
+        self.assertIsNotNone(failure)
+        self.assertIn("observed: links = 8", failure.text)
+        suite = root.find("testsuite")
+        self.assertEqual(suite.get("tests"), "2")
+        self.assertEqual(suite.get("failures"), "1")
+
+    def test_run_refuses_a_used_directory(self):
+        path = self.write("s.yaml", SMALL)
+        out = os.path.join(self.tmp, "used")
+        os.makedirs(out)
+        self.write("used/keep", "x")
+        r = rocelab("run", "--out", out, path)
+        self.assertEqual(r.returncode, 4)
+        self.assertIn("not empty", r.stderr)
+
+    def test_bad_scenario_run_exits_3_and_makes_nothing(self):
+        path = self.write("bad.yaml", "scale: 0\n" + SMALL.split("\n", 1)[1])
+        r = rocelab("run", path, cwd=self.tmp)
+        self.assertEqual(r.returncode, 3)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "runs")))
+
+    def test_stubs_say_not_built_and_exit_4(self):
+        for args in (["up", os.path.join(SOURCE, "scenarios", "quickstart.yaml")], ["down", "x"], ["status"]):
+            r = rocelab(*args)
+            self.assertEqual(r.returncode, 4, args)
+            self.assertIn("not built yet", r.stderr)
+
+    def test_doctor_json(self):
+        r = rocelab("doctor", "-j")
+        self.assertIn(r.returncode, (0, 4))
+        doc = json.loads(r.stdout)
+        caps = doc["capabilities"]
+        for n in ["root", "netns", "veth", "htb", "tbf", "clsact", "bpf", "btf", "netem", "fq", "rxe_in_netns"]:
+            self.assertIn(n, caps)
+        for name, c in caps.items():
+            self.assertIsInstance(c["ok"], bool, name)
+            self.assertTrue(c["why"], name)
+        self.assertEqual(r.returncode == 0, doc["ok"])
+
+
+def main():
+    global ROCELAB, SOURCE
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rocelab", required=True)
+    ap.add_argument("--source", required=True)
+    args, rest = ap.parse_known_args()
+    ROCELAB, SOURCE = os.path.abspath(args.rocelab), os.path.abspath(args.source)
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+// Loader behaviour beyond one error per kind: positions, hints, several errors at once, the
+// reserved sections, instance names, defaults.
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+using namespace rocelab::model;
+using namespace rocelab::testing;
+
+namespace {
+const char* kSmall = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n";
+}
+
+TEST(Loader, DefaultsWhenUnset) {
+  auto s = must_load(kSmall);
+  EXPECT_EQ(s.seed, kDefaultSeed);
+  EXPECT_EQ(s.name, "test");  // the file's stem
+  EXPECT_DOUBLE_EQ(s.scale.factor(), 1000.0);
+  EXPECT_EQ(format_prefix(s.pool), "198.18.0.0/15");
+  for (const auto& l : s.links) {
+    EXPECT_EQ(l.rate, kDefaultRate);
+    EXPECT_EQ(l.mtu, kDefaultMtu);
+  }
+  // DSCP 24-31 -> 3, 48-55 -> 6, rest -> 0; priority 3 lossless.
+  for (size_t d = 0; d < 64; ++d)
+    EXPECT_EQ(s.qos.dscp_to_prio[d], d >= 24 && d <= 31 ? 3 : d >= 48 && d <= 55 ? 6 : 0) << d;
+  EXPECT_EQ(s.qos.lossless_mask, 1u << 3);
+  // PFC XON defaults to XOFF - 2 x MTU of the fabric.
+  ASSERT_TRUE(s.qos.pfc.xon);
+  EXPECT_EQ(s.qos.pfc.xon->n, s.qos.pfc.xoff.n - 2 * kDefaultMtu);
+}
+
+TEST(Loader, EveryErrorOfAFileIsReportedInOrder) {
+  auto e = errors_of(
+      "scale: 0\n"
+      "seed: -1\n"
+      "defaults: {rate: 10 Gb, mtu: 100}\n"
+      "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n"
+      "colour: blue\n");
+  ASSERT_EQ(e.size(), 5u);
+  EXPECT_EQ(e[0], "test.yaml:1:8: scale: the scale factor D must be positive, got 0");
+  EXPECT_EQ(e[1].rfind("test.yaml:2:7: seed: ", 0), 0u) << e[1];
+  EXPECT_EQ(e[2].rfind("test.yaml:3:18: defaults.rate: ", 0), 0u) << e[2];
+  EXPECT_EQ(e[3], "test.yaml:3:30: defaults.mtu: 100 is out of range [576, 9216]");
+  EXPECT_EQ(e[4], "test.yaml:5:1: colour: unknown key");
+}
+
+TEST(Loader, NegativeScaleIsRejected) {
+  auto e = errors_of("scale: -5\nfabric: {type: fat-tree, k: 4}\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0], "test.yaml:1:8: scale: the scale factor D must be positive, got -5");
+}
+
+TEST(Loader, DuplicateKeysAreFoundAtAnyDepth) {
+  auto e = errors_of("scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, spines: 3}\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("fabric.spines: duplicate key"), std::string::npos) << e[0];
+}
+
+TEST(Loader, MisspeltRequiredKeyIsOneErrorWithAHint) {
+  auto e = errors_of("scale: 1000\nfabric: {typo: leaf-spine, spines: 2}\n");
+  ASSERT_EQ(e.size(), 1u) << e[0];
+  EXPECT_EQ(e[0], "test.yaml:2:10: fabric.typo: unknown key (did you mean 'type'?)");
+}
+
+TEST(Loader, DocumentShapeErrors) {
+  EXPECT_EQ(errors_of(""), std::vector<std::string>{"test.yaml:1:1: the document: expected a map, got nothing"});
+  auto list = errors_of("- a\n- b\n");
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_NE(list[0].find("expected a map"), std::string::npos) << list[0];
+  auto two = errors_of(std::string(kSmall) + "---\n" + kSmall);
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(two[0], "test.yaml:3:1: syntax error: a scenario file holds one YAML document, found more");
+}
+
+TEST(Loader, HostileInstanceNamesAreRejected) {
+  for (const char* bad : {"a/b", "x;rm -rf", "$(id)", "-lead", "UPPER", "waytoolonginstancename"}) {
+    auto e = errors_of(std::string("name: '") + bad + "'\n" + kSmall);
+    ASSERT_EQ(e.size(), 1u) << bad;
+    EXPECT_EQ(e[0].rfind("test.yaml:1:7: name: ", 0), 0u) << e[0];
+  }
+  std::string huge(100 * 1024, 'a');
+  EXPECT_EQ(errors_of("name: " + huge + "\n" + kSmall).size(), 1u);
+}
+
+TEST(Loader, HostileNodeAndPortNamesAreRejected) {
+  auto e = errors_of(
+      "scale: 1000\nnodes:\n  - {name: 'sw/1', kind: switch}\n  - {name: h1, kind: host}\n"
+      "links:\n  - endpoints: [h1, 'sw/1']\n");
+  ASSERT_FALSE(e.empty());
+  EXPECT_NE(e[0].find("test.yaml:3:"), std::string::npos) << e[0];
+  auto p = errors_of(
+      "scale: 1000\nnodes:\n  - {name: sw1, kind: switch}\n  - {name: h1, kind: host}\n"
+      "links:\n  - endpoints: [h1, 'sw1:a b']\n");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_NE(p[0].find("interface name"), std::string::npos) << p[0];
+}
+
+TEST(Loader, ReservedSectionsParseIntoTypedObjects) {
+  auto s = must_load(std::string(kSmall) +
+                     "qos:\n"
+                     "  profile: roce-lossless\n"
+                     "  ecn: {kmin: 100KB, kmax: 400KB, pmax: 0.2}\n"
+                     "  pfc: {xoff: 256KB, xon: 200KB}\n"
+                     "  buffer: {size: 32MB}\n"
+                     "hosts: {engine: builtin, dcqcn: nvidia}\n"
+                     "workloads:\n"
+                     "  - {name: bw, type: write_bw, from: host1, to: host4, message: 64KB, start: 10ms}\n"
+                     "faults:\n"
+                     "  - {type: link_down, target: 'leaf1:spine1', at: 2s, duration: 500ms}\n"
+                     "capture: {ports: ['leaf1:spine1'], snaplen: 256B}\n");
+  EXPECT_EQ(s.qos.ecn.kmin.n, 100u * 1024);
+  EXPECT_EQ(s.qos.ecn.kmax.n, 400u * 1024);
+  EXPECT_DOUBLE_EQ(s.qos.ecn.pmax, 0.2);
+  EXPECT_EQ(s.qos.pfc.xoff.n, 256u * 1024);
+  EXPECT_EQ(s.qos.pfc.xon->n, 200u * 1024);
+  EXPECT_EQ(s.qos.buffer.size.n, 32u << 20);
+  EXPECT_EQ(s.hosts.dcqcn, "nvidia");
+  ASSERT_EQ(s.workloads.size(), 1u);
+  EXPECT_EQ(s.workloads[0].message.n, 64u * 1024);
+  EXPECT_EQ(s.workloads[0].start.ns, 10'000'000);
+  ASSERT_EQ(s.faults.size(), 1u);
+  EXPECT_EQ(s.faults[0].at.ns, 2'000'000'000);
+  EXPECT_EQ(s.faults[0].duration->ns, 500'000'000);
+  EXPECT_EQ(s.capture.snaplen.n, 256u);
+}
+
+TEST(Loader, ReferencesInReservedSectionsAreChecked) {
+  auto e = errors_of(std::string(kSmall) +
+                     "workloads:\n  - {name: bw, type: write_bw, from: host1, to: hots4}\n"
+                     "  - {name: bw, type: write_bw, from: leaf1, to: host2}\n");
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_NE(e[0].find("unknown host 'hots4' (did you mean 'host4'?)"), std::string::npos) << e[0];
+  EXPECT_NE(e[1].find("two workloads named 'bw'"), std::string::npos) << e[1];
+  EXPECT_NE(e[2].find("'leaf1' is a switch, not a host"), std::string::npos) << e[2];
+}
+
+TEST(Loader, PfcThresholdsMustLeaveHysteresis) {
+  auto e = errors_of(std::string(kSmall) + "qos:\n  pfc: {xoff: 100KB, xon: 100KB}\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("qos.pfc: xon 100KiB"), std::string::npos) << e[0];
+}
+
+TEST(Loader, TimeScaleAppliesToEmulatedValuesOnly) {
+  auto s = must_load("scale: 250\ndefaults: {rate: 400G}\nfabric: {type: fat-tree, k: 4}\n");
+  EXPECT_EQ(s.links[0].rate.bps, 400'000'000'000ULL);
+  EXPECT_EQ(s.scale.emulate(s.links[0].rate).bps, 1'600'000'000ULL);
+  EXPECT_EQ(s.scale.emulate(Duration{5'000}).ns, 1'250'000);
+  EXPECT_EQ(s.scale.emulate(Bytes{4096}).n, 4096u);
+}
+
+TEST(Loader, EmulatedRateBelowTheShaperFloorIsRejected) {
+  auto e = errors_of("scale: 1000000\ndefaults: {rate: 10G}\nfabric: {type: fat-tree, k: 4}\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_EQ(e[0].rfind("test.yaml:1:8: ", 0), 0u) << e[0];
+}
+
+TEST(Loader, FileNamesGiveSafeInstanceNames) {
+  EXPECT_EQ(default_instance_name("scenarios/leaf-spine-4x8x4.yaml"), "leaf-spine-4x8x4");
+  EXPECT_EQ(default_instance_name("/a/b/My Fabric.yml"), "my-fabric");
+  auto n = default_instance_name("/x/a-very-long-scenario-file-name.yaml");
+  EXPECT_LE(n.size(), kInstanceNameMax);
+  EXPECT_FALSE(n.empty());
+}

@@ -1,0 +1,137 @@
+// The run contract: metrics, assertion outcomes, JUnit XML, the run directory, exit codes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "run/results.h"
+#include "run/run.h"
+#include "test_util.h"
+
+using namespace rocelab;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kFabric = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n";
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/rocelab-test-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<run::AssertionOutcome> outcomes(const model::Scenario& s) {
+  auto m = run::topology_metrics(s);
+  std::vector<run::AssertionOutcome> out;
+  for (const auto& e : s.expect) out.push_back({&e, model::evaluate(*e.expr, m)});
+  return out;
+}
+
+}  // namespace
+
+TEST(Results, TopologyMetrics) {
+  auto s = rocelab::testing::must_load(kFabric);
+  auto m = run::topology_metrics(s);
+  EXPECT_EQ(m.at("hosts").scalar, 4);
+  EXPECT_EQ(m.at("switches").scalar, 4);
+  EXPECT_EQ(m.at("links").scalar, 8);
+  EXPECT_EQ(m.at("namespaces").scalar, 8);
+  EXPECT_EQ(m.at("link_rate").samples.size(), 8u);
+  EXPECT_EQ(m.at("oversubscription").scalar, 1);
+}
+
+TEST(Results, JUnitCarriesPassFailAndEscapes) {
+  auto s = rocelab::testing::must_load(std::string(kFabric) +
+                              "expect:\n  - hosts == 4\n  - {name: 'too <many> & more', expr: 'links > 100'}\n");
+  auto a = outcomes(s);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].eval.outcome, model::Evaluation::Outcome::kPass);
+  EXPECT_EQ(a[1].eval.outcome, model::Evaluation::Outcome::kFail);
+  std::string x = run::junit_xml(s, a, 1.5, "2026-11-22T00:00:00");
+  EXPECT_NE(x.find("tests=\"2\" failures=\"1\" errors=\"0\""), std::string::npos) << x;
+  EXPECT_NE(x.find("name=\"hosts == 4\""), std::string::npos) << x;
+  EXPECT_NE(x.find("name=\"too &lt;many&gt; &amp; more\""), std::string::npos) << x;
+  EXPECT_NE(x.find("<failure type=\"assertion\" message=\"links &gt; 100 is false\">"), std::string::npos) << x;
+  EXPECT_NE(x.find("observed: links = 8"), std::string::npos) << x;
+  EXPECT_EQ(x.find("<>"), std::string::npos);
+}
+
+TEST(Results, UndecidedAssertionIsAnErrorNotAPass) {
+  auto s = rocelab::testing::must_load(std::string(kFabric) + "expect:\n  - max(link_rate(tier=nothing)) > 0\n");
+  auto a = outcomes(s);
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0].eval.outcome, model::Evaluation::Outcome::kError);
+  std::string x = run::junit_xml(s, a, 0, "2026-11-22T00:00:00");
+  EXPECT_NE(x.find("<error type=\"undecided\""), std::string::npos) << x;
+}
+
+TEST(Run, PassingRunWritesTheRunDirectoryAndExitsZero) {
+  TempDir t;
+  auto s = rocelab::testing::must_load(std::string(kFabric) + "expect:\n  - hosts == 4\n");
+  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string()});
+  EXPECT_EQ(rep.exit_code, run::kExitPass) << rep.error;
+  for (const char* f : {"resolved.json", "results.json", "events.jsonl", "junit.xml"})
+    EXPECT_TRUE(fs::exists(t.path / "run" / f)) << f;
+  auto res = nlohmann::json::parse(slurp(t.path / "run" / "results.json"));
+  EXPECT_EQ(res["schema_version"], run::kResultsSchemaVersion);
+  EXPECT_EQ(res["seed"], 1);
+  EXPECT_EQ(res["scale"], 1000.0);
+  EXPECT_EQ(res["outcome"], "pass");
+  EXPECT_TRUE(res["kernel"].contains("release"));
+  EXPECT_TRUE(res["capabilities"].is_array() || res["capabilities"].is_object());
+  EXPECT_EQ(res["assertions"].size(), 1u);
+  // The resolved scenario in the run directory loads back.
+  auto again = model::load_scenario_file((t.path / "run" / "resolved.json").string());
+  EXPECT_TRUE(again.ok());
+  // Every event line is JSON with a time and a name.
+  std::stringstream ev(slurp(t.path / "run" / "events.jsonl"));
+  size_t n = 0;
+  for (std::string line; std::getline(ev, line); ++n) {
+    auto j = nlohmann::json::parse(line);
+    EXPECT_TRUE(j.contains("t") && j.contains("event")) << line;
+  }
+  EXPECT_GE(n, 4u);
+}
+
+TEST(Run, FailingAssertionExitsOne) {
+  TempDir t;
+  auto s = rocelab::testing::must_load(std::string(kFabric) + "expect:\n  - hosts == 4\n  - switches == 5\n");
+  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string()});
+  EXPECT_EQ(rep.exit_code, run::kExitAssertion);
+  EXPECT_EQ(rep.outcome, "fail");
+}
+
+TEST(Run, RefusesANonEmptyRunDirectory) {
+  TempDir t;
+  std::ofstream(t.path / "keep") << "x";
+  auto s = rocelab::testing::must_load(kFabric);
+  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = t.path.string()});
+  EXPECT_EQ(rep.exit_code, run::kExitEnvironment);
+  EXPECT_NE(rep.error.find("not empty"), std::string::npos) << rep.error;
+  EXPECT_EQ(slurp(t.path / "keep"), "x");
+}
+
+TEST(Run, WorkloadsBeforeTheirEngineExistIsAnEnvironmentError) {
+  TempDir t;
+  auto s = rocelab::testing::must_load(std::string(kFabric) +
+                              "workloads:\n  - {name: bw, type: write_bw, from: host1, to: host3}\n");
+  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string()});
+  EXPECT_EQ(rep.exit_code, run::kExitEnvironment);
+  EXPECT_NE(rep.error.find("not built yet"), std::string::npos) << rep.error;
+}

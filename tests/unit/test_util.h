@@ -1,0 +1,55 @@
+// Helpers shared by the unit tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "model/loader.h"
+
+namespace rocelab::testing {
+
+inline model::Scenario must_load(const std::string& yaml) {
+  auto r = model::load_scenario_text(yaml, "test.yaml");
+  std::string errs;
+  for (const auto& d : r.diags.sorted()) errs += d.format() + "\n";
+  EXPECT_TRUE(r.ok()) << errs;
+  if (!r.ok()) throw std::runtime_error("scenario did not load:\n" + errs);
+  return std::move(*r.scenario);
+}
+
+inline std::vector<std::string> errors_of(const std::string& yaml) {
+  auto r = model::load_scenario_text(yaml, "test.yaml");
+  std::vector<std::string> out;
+  for (const auto& d : r.diags.sorted()) out.push_back(d.format());
+  return out;
+}
+
+// The next hops of `node`'s route to `dst` in table 0, as "via@dev" strings.
+inline std::set<std::string> nexthops(const model::Scenario& s, const std::string& node, const std::string& dst,
+                                      int table = 0) {
+  std::set<std::string> out;
+  auto i = s.find_node(node);
+  if (!i) return {"<no node " + node + ">"};
+  auto want = model::parse_prefix(dst);
+  for (const auto& r : s.routes[*i].routes)
+    if (want && r.dst == *want && r.table == table)
+      for (const auto& h : r.nexthops) out.insert(model::format_ipv4(h.via) + "@" + h.dev);
+  return out;
+}
+
+inline const model::Link& link_between(const model::Scenario& s, const std::string& a, const std::string& b) {
+  for (const auto& l : s.links) {
+    const auto& na = s.nodes[l.a.node].name;
+    const auto& nb = s.nodes[l.b.node].name;
+    if ((na == a && nb == b) || (na == b && nb == a)) return l;
+  }
+  throw std::runtime_error("no link " + a + " - " + b);
+}
+
+inline size_t route_count(const model::Scenario& s, const std::string& node) {
+  return s.routes[*s.find_node(node)].routes.size();
+}
+
+}  // namespace rocelab::testing
