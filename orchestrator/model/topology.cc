@@ -436,29 +436,33 @@ class Builder {
     return d_.empty();
   }
 
-  // The link rate and MTU: the highest layer that sets a value wins; within a layer that
-  // speaks of both ends (node, kind), the lower of the two, as Ethernet autonegotiation does.
+  // The link rate and MTU. Each end's port value comes from the highest layer that sets it
+  // for that end (defaults -> kinds -> fabric generator -> nodes); the link runs at the lower
+  // of its two ends, as Ethernet autonegotiation does; a link's own setting beats them all.
   bool settle_ports() {
     const GeneratorParams& g = s_.fabric;
     std::optional<Rate> uplink_rate = g.uplink_rate;
     auto kind_port = [&](NodeKind k) -> const RawPort& { return k == NodeKind::kHost ? raw_.kind_host : raw_.kind_switch; };
-    auto layered = [&](size_t li, bool uplink_layer) {
+    auto kind_end = [&](NodeKind k) {
+      RawPort e;
+      e.rate = kind_port(k).rate.value_or(raw_.defaults.rate.value_or(kDefaultRate));
+      e.mtu = kind_port(k).mtu.value_or(raw_.defaults.mtu.value_or(kDefaultMtu));
+      return e;
+    };
+    auto layered = [&](size_t li) {
       const Link& l = s_.links[li];
-      RawPort out;
-      out.rate = raw_.defaults.rate.value_or(kDefaultRate);
-      out.mtu = raw_.defaults.mtu.value_or(kDefaultMtu);
-      const RawPort& ka = kind_port(s_.nodes[l.a.node].kind);
-      const RawPort& kb = kind_port(s_.nodes[l.b.node].kind);
-      if (auto r = lower_of(ka.rate, kb.rate)) out.rate = r;
-      if (auto m = lower_of(ka.mtu, kb.mtu)) out.mtu = m;
-      if (uplink_layer && uplink_[li] && uplink_rate) out.rate = uplink_rate;
-      auto na = node_port_.find(l.a.node), nb = node_port_.find(l.b.node);
-      std::optional<Rate> nr;
-      std::optional<uint32_t> nm;
-      if (na != node_port_.end()) nr = na->second.rate, nm = na->second.mtu;
-      if (nb != node_port_.end()) nr = lower_of(nr, nb->second.rate), nm = lower_of(nm, nb->second.mtu);
-      if (nr) out.rate = nr;
-      if (nm) out.mtu = nm;
+      auto end = [&](size_t node) {
+        RawPort e = kind_end(s_.nodes[node].kind);
+        if (uplink_[li] && uplink_rate) e.rate = uplink_rate;
+        if (auto np = node_port_.find(node); np != node_port_.end()) {
+          if (np->second.rate) e.rate = np->second.rate;
+          if (np->second.mtu) e.mtu = np->second.mtu;
+        }
+        return e;
+      };
+      RawPort a = end(l.a.node), b = end(l.b.node), out;
+      out.rate = lower_of(a.rate, b.rate);
+      out.mtu = lower_of(a.mtu, b.mtu);
       if (auto lp = link_port_.find(li); lp != link_port_.end()) {
         if (lp->second.rate) out.rate = lp->second.rate;
         if (lp->second.mtu) out.mtu = lp->second.mtu;
@@ -468,8 +472,7 @@ class Builder {
     if (g.oversubscription && (g.type == FabricType::kLeafSpine || g.type == FabricType::kRailOptimized)) {
       // Oversubscription = host-facing capacity / spine-facing capacity of a leaf, with host
       // links as defaults and kinds make them (node and link overrides come after).
-      Rate host_link = raw_.defaults.rate.value_or(kDefaultRate);
-      if (auto r = lower_of(raw_.kind_host.rate, raw_.kind_switch.rate)) host_link = *r;
+      Rate host_link = std::min(*kind_end(NodeKind::kHost).rate, *kind_end(NodeKind::kSwitch).rate);
       double host_rate = static_cast<double>(host_link.bps);
       double hosts_per_leaf = g.type == FabricType::kLeafSpine ? g.hosts_per_leaf * g.nics_per_host
                                                                : static_cast<double>(g.hosts) / g.leaves_per_rail;
@@ -501,7 +504,7 @@ class Builder {
     Rate slowest = kRateMax;
     std::string slowest_name;
     for (size_t li = 0; li < s_.links.size(); ++li) {
-      RawPort p = layered(li, true);
+      RawPort p = layered(li);
       s_.links[li].rate = *p.rate;
       s_.links[li].mtu = *p.mtu;
       if (*p.rate < slowest) {

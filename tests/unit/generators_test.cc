@@ -179,6 +179,24 @@ links:
   EXPECT_EQ(link_between(s, "leaf1", "spine2").rate.bps, 400000000000ULL);
 }
 
+// A kind setting only one end's value does not lift the other end above its own layers:
+// the link takes the lower of the two ends' effective values.
+TEST(Generated, EachEndKeepsItsOwnLayersAndTheLinkTakesTheLower) {
+  auto s = must_load(R"(scale: 1000
+defaults: {mtu: 4200}
+kinds: {switch: {mtu: 9000}}
+fabric: {type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 2}
+nodes:
+  - {name: leaf1, rate: 25G}
+  - {name: host2, mtu: 9000}
+)");
+  EXPECT_EQ(link_between(s, "leaf1", "spine1").mtu, 9000u);              // both ends switches
+  EXPECT_EQ(link_between(s, "host1", "leaf1").mtu, 4200u);               // host end: defaults
+  EXPECT_EQ(link_between(s, "host2", "leaf1").mtu, 9000u);               // host end: node layer
+  EXPECT_EQ(link_between(s, "host1", "leaf1").rate.bps, 25000000000ULL); // leaf1's node layer
+  EXPECT_EQ(link_between(s, "leaf1", "spine1").rate.bps, 25000000000ULL);
+}
+
 TEST(Addressing, SmallPoolPacksAndPinsAreKept) {
   auto s = must_load(R"(scale: 1000
 addressing: {pool: 198.18.7.0/26}
