@@ -6,12 +6,17 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "bpf/probe.h"
+#include "fabric/realiser.h"
 #include "model/loader.h"
 #include "run/capabilities.h"
 #include "run/graph.h"
@@ -109,12 +114,25 @@ const char* outcome_word(model::Evaluation::Outcome o) {
   return "ERROR";
 }
 
+// SIGINT/SIGTERM/SIGHUP during up or run: the realiser rolls back, the run tears down.
+std::atomic<bool> g_cancel{false};
+void on_signal(int) { g_cancel.store(true); }
+void catch_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
 int cmd_run(const po::variables_map& vm, const Globals& g) {
   auto s = load(vm, g);
   if (!s) return kExitBadInput;
   run::RunOptions opts;
   opts.scenario_path = vm["scenario"].as<std::string>();
   if (vm.count("out")) opts.out_dir = vm["out"].as<std::string>();
+  opts.model_only = vm.count("model-only") > 0;
+  opts.cancel = &g_cancel;
+  catch_signals();
   spdlog::info("run {}: {}", s->name, summary_line(*s));
   run::RunReport rep = run::run_scenario(*s, opts);
   if (g.json) {
@@ -152,11 +170,137 @@ int cmd_doctor(const po::variables_map&, const Globals& g) {
   return caps.all_required() ? 0 : kExitEnvironment;
 }
 
-int not_built(const std::string& what) {
-  std::cerr << "rocelab " << what
-            << ": not built yet. Bringing fabrics up and down through netlink arrives with "
-               "Foundation II; today 'rocelab run' evaluates the model only.\n";
-  return kExitEnvironment;
+int cmd_up(const po::variables_map& vm, const Globals& g) {
+  auto s = load(vm, g);
+  if (!s) return kExitBadInput;
+  catch_signals();
+  fabric::UpOptions o;
+  o.scenario_path = vm["scenario"].as<std::string>();
+  o.cancel = &g_cancel;
+  o.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
+  std::string why;
+  auto f = fabric::Fabric::up(*s, o, why);
+  if (!f) {
+    std::cerr << "rocelab up: " << why << "\n";
+    return kExitEnvironment;
+  }
+  size_t routes = 0;
+  for (const auto& n : f->plan().nodes) routes += n.routes.size();
+  for (const auto& n : f->notes()) spdlog::warn("{}", n);
+  if (g.json) {
+    std::cout << ordered_json{{"instance", s->name}, {"namespaces", f->plan().nodes.size()},
+                              {"links", f->plan().veths.size()}, {"routes", routes}, {"seconds", f->up_seconds()},
+                              {"state_file", fabric::state_path(s->name)}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::printf("%s is up: %zu namespaces, %zu links, %zu routes in %.3f s\n", s->name.c_str(),
+                f->plan().nodes.size(), f->plan().veths.size(), routes, f->up_seconds());
+    std::printf("  rocelab status %s          # nodes, interfaces, addresses, counters\n", s->name.c_str());
+    const auto& nodes = f->plan().nodes;
+    auto host = std::find_if(nodes.begin(), nodes.end(), [](const auto& n) { return n.host; });
+    std::printf("  ip netns exec %s bash   # a shell on a node\n", (host != nodes.end() ? *host : nodes.front()).netns.c_str());
+    std::printf("  rocelab down %s            # take it away\n", s->name.c_str());
+  }
+  return 0;
+}
+
+// NAME, or the only instance that is up.
+std::optional<std::string> instance_arg(const po::variables_map& vm, const char* cmd) {
+  if (vm.count("name")) return vm["name"].as<std::string>();
+  auto all = fabric::list_instances();
+  if (all.size() == 1) return all.front();
+  if (all.empty()) std::cerr << "rocelab " << cmd << ": no instance is up\n";
+  else {
+    std::cerr << "rocelab " << cmd << ": several instances are up; name one:";
+    for (const auto& n : all) std::cerr << " " << n;
+    std::cerr << "\n";
+  }
+  return std::nullopt;
+}
+
+int cmd_down(const po::variables_map& vm, const Globals& g) {
+  auto name = instance_arg(vm, "down");
+  if (!name) return vm.count("name") ? kExitBadInput : 0;
+  std::string why;
+  auto rep = fabric::down_instance(*name, why);
+  if (!rep) {
+    std::cerr << "rocelab down: " << why << "\n";
+    return model::is_instance_name(*name) ? kExitEnvironment : kExitBadInput;
+  }
+  if (g.json)
+    std::cout << ordered_json{{"instance", *name}, {"was_up", rep->found}, {"namespaces_removed", rep->namespaces},
+                              {"seconds", rep->seconds}}
+                     .dump(2)
+              << "\n";
+  else if (!rep->found)
+    std::cout << *name << " is not up: nothing to do\n";
+  else
+    std::printf("%s is down: %zu namespaces removed in %.3f s\n", name->c_str(), rep->namespaces, rep->seconds);
+  return 0;
+}
+
+ordered_json status_json(const fabric::InstanceStatus& st) {
+  ordered_json j{{"instance", st.instance}, {"state", st.state},     {"pid", st.pid},
+                 {"started", st.started},   {"scenario", st.scenario}, {"links", st.links}};
+  ordered_json nodes = ordered_json::array();
+  for (const auto& n : st.nodes) {
+    ordered_json nj{{"node", n.node}, {"namespace", n.netns}, {"present", n.present}};
+    if (!n.error.empty()) nj["error"] = n.error;
+    ordered_json ifs = ordered_json::array();
+    for (const auto& i : n.interfaces)
+      ifs.push_back({{"name", i.name}, {"peer", i.peer}, {"mac", i.mac}, {"mtu", i.mtu}, {"state", i.state},
+                     {"admin_up", i.admin_up}, {"carrier", i.carrier},
+                     {"addresses", i.addresses},
+                     {"counters", {{"rx_packets", i.rx_packets}, {"tx_packets", i.tx_packets},
+                                   {"rx_bytes", i.rx_bytes}, {"tx_bytes", i.tx_bytes},
+                                   {"rx_dropped", i.rx_dropped}, {"tx_dropped", i.tx_dropped}}}});
+    nj["interfaces"] = ifs;
+    nodes.push_back(nj);
+  }
+  j["nodes"] = nodes;
+  return j;
+}
+
+int cmd_status(const po::variables_map& vm, const Globals& g) {
+  std::vector<std::string> names;
+  if (vm.count("name")) names.push_back(vm["name"].as<std::string>());
+  else names = fabric::list_instances();
+  const bool detail = vm.count("name") > 0;
+  ordered_json all = ordered_json::array();
+  for (const auto& name : names) {
+    std::string why;
+    auto st = fabric::instance_status(name, detail, why);
+    if (!st) {
+      std::cerr << "rocelab status: " << why << "\n";
+      return model::is_instance_name(name) ? kExitEnvironment : kExitBadInput;
+    }
+    if (g.json) {
+      all.push_back(status_json(*st));
+      continue;
+    }
+    size_t present = 0;
+    for (const auto& n : st->nodes) present += n.present;
+    std::printf("%s: %s, %zu/%zu namespaces, %zu links, started %s by pid %d from %s\n", st->instance.c_str(),
+                st->state.c_str(), present, st->nodes.size(), st->links, st->started.c_str(), st->pid,
+                st->scenario.c_str());
+    if (st->state != "up") std::printf("  (an 'up' is running, or was killed: 'rocelab down %s' cleans up)\n", name.c_str());
+    for (const auto& n : st->nodes) {
+      if (!detail) break;
+      std::printf("  %-12s %s%s\n", n.node.c_str(), n.netns.c_str(), n.present ? "" : "  (missing)");
+      if (!n.error.empty()) std::printf("    error: %s\n", n.error.c_str());
+      for (const auto& i : n.interfaces) {
+        std::string addrs;
+        for (const auto& a : i.addresses) addrs += (addrs.empty() ? "" : ",") + a;
+        std::printf("    %-10s %-5s mtu %-5u %-17s %-20s -> %-16s rx %llu tx %llu pkts\n", i.name.c_str(),
+                    i.state.c_str(), i.mtu, i.mac.c_str(), addrs.c_str(), i.peer.empty() ? "-" : i.peer.c_str(),
+                    static_cast<unsigned long long>(i.rx_packets), static_cast<unsigned long long>(i.tx_packets));
+      }
+    }
+  }
+  if (g.json) std::cout << (detail && all.size() == 1 ? all[0] : all).dump(2) << "\n";
+  else if (names.empty()) std::cout << "no instance is up\n";
+  return 0;
 }
 
 }  // namespace
@@ -190,21 +334,34 @@ const std::vector<Command>& commands() {
        "keep up), 3 bad input, 4 environment (missing capability, not root, not built).",
        "rocelab run scenarios/quickstart.yaml\n  rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml",
        [](po::options_description& d) {
-         d.add_options()("out", po::value<std::string>(), "run directory (default runs/NAME-TIMESTAMP)");
+         d.add_options()("out", po::value<std::string>(), "run directory (default runs/NAME-TIMESTAMP)")(
+             "model-only", "make no fabric: evaluate the model's metrics and assertions only (no root needed)");
          add_scenario_arg(d);
        },
        cmd_run},
       {"up", "SCENARIO", "bring a fabric up and leave it running",
-       "Creates the namespaces, veth pairs, addresses and routes of a scenario (Foundation II).", "rocelab up scenarios/quickstart.yaml",
-       add_scenario_arg, [](const po::variables_map&, const Globals&) { return not_built("up"); }},
+       "Creates, through netlink, one network namespace per node (/run/netns/rl-NAME.NODE, so\n"
+       "'ip netns exec' works), the veth pairs straight into their namespaces, addresses, ECMP\n"
+       "routes, permanent neighbours and per-namespace sysctls, and turns offloads off. Every\n"
+       "namespace and link is written to /run/rocelab/NAME.state before it is made; an error\n"
+       "or Ctrl-C rolls back, and 'rocelab down' cleans up after anything, even a kill -9.\n"
+       "NAME is the scenario's 'name:' (default: from the file name). Needs root.",
+       "sudo rocelab up scenarios/quickstart.yaml && sudo ip netns exec rl-quickstart.host1 ip route",
+       add_scenario_arg, cmd_up},
       {"down", "[NAME]", "tear down a running fabric, exactly as its state file recorded it",
-       "Removes what 'up' made for instance NAME (Foundation II).", "rocelab down quickstart",
+       "Replays instance NAME's state file, removing what it records and nothing else, then the\n"
+       "state file. Idempotent: an instance that is not up is not an error. Without NAME, the\n"
+       "only instance that is up. Waits for an 'up' of the same instance that is still running.",
+       "sudo rocelab down quickstart",
        [](po::options_description& d) { d.add_options()("name", po::value<std::string>(), "instance name"); },
-       [](const po::variables_map&, const Globals&) { return not_built("down"); }},
+       cmd_down},
       {"status", "[NAME]", "show running fabrics, their nodes and interfaces",
-       "Lists instances, or one instance's nodes, namespaces and interfaces (Foundation II).", "rocelab status -j quickstart",
+       "Without NAME, one line per instance that is up. With NAME, every node with its namespace\n"
+       "and every interface with its peer, MAC, MTU, state, addresses and counters, read from\n"
+       "the kernel. -j prints the same as JSON.",
+       "sudo rocelab status -j quickstart | jq '.nodes[0].interfaces'",
        [](po::options_description& d) { d.add_options()("name", po::value<std::string>(), "instance name"); },
-       [](const po::variables_map&, const Globals&) { return not_built("status"); }},
+       cmd_status},
       {"doctor", "", "say what this kernel and machine can and cannot do",
        "Tries each capability for real, inside a private network namespace that vanishes\n"
        "afterwards: netns, veth, HTB/TBF/clsact and optional qdiscs (netem, fq, ...), BPF with\n"

@@ -22,6 +22,12 @@ const std::vector<MetricInfo>& metric_registry() {
       {"link_rate", MetricKind::kSeries, "bit/s", {"a", "b", "tier"},
        "physical rate of each link; tier is host or fabric"},
       {"run_seconds", MetricKind::kScalar, "s", {}, "wall-clock length of the run"},
+      {"up_seconds", MetricKind::kScalar, "s", {}, "wall-clock time to bring the fabric up"},
+      {"down_seconds", MetricKind::kScalar, "s", {}, "wall-clock time to take the fabric down"},
+      {"host_pairs", MetricKind::kScalar, "count", {},
+       "(source NIC, destination NIC) pairs of different hosts that the topology connects"},
+      {"reachable_pairs", MetricKind::kScalar, "count", {}, "of host_pairs, those the connectivity check reached"},
+      {"unreachable_pairs", MetricKind::kScalar, "count", {}, "host_pairs - reachable_pairs"},
   };
   return kMetrics;
 }

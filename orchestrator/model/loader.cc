@@ -47,9 +47,7 @@ class Loader {
     }
     if (auto v = m->take("name")) {
       if (auto n = r_.string(*v)) {
-        bool ok = !n->empty() && n->size() <= kInstanceNameMax && (*n)[0] != '-';
-        for (char c : *n) ok = ok && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-');
-        if (ok) s.name = *n;
+        if (is_instance_name(*n)) s.name = *n;
         else
           r_.error(ErrorKind::kBadValue, *v,
                    "name: " + shown(*n) + " is not a valid instance name (lower-case letters, digits "

@@ -19,6 +19,14 @@ namespace rocelab::model {
 inline constexpr size_t kIfnameMax = 15;     // IFNAMSIZ - 1
 inline constexpr size_t kNodeNameMax = 32;
 inline constexpr size_t kInstanceNameMax = 16;
+// Lower-case letters, digits and '-', not starting with '-', at most kInstanceNameMax: an
+// instance name becomes part of paths and namespace names, so nothing else may pass.
+constexpr bool is_instance_name(std::string_view n) {
+  if (n.empty() || n.size() > kInstanceNameMax || n[0] == '-') return false;
+  for (char c : n)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  return true;
+}
 inline constexpr size_t kMaxNodes = 1024;    // namespaces one machine can reasonably hold
 inline constexpr size_t kMaxLinks = 4096;
 inline constexpr uint32_t kMtuMin = 576, kMtuMax = 9216;
@@ -201,8 +209,11 @@ struct Scenario {
 
   std::optional<size_t> find_node(std::string_view name) const;
   size_t count(NodeKind k) const;
+  // Everything the testbed names in the machine's own namespace starts with this. Instance
+  // and node names cannot hold '.', so "rl-a.b-c" and "rl-a-b.c" never collide.
+  std::string namespace_prefix() const { return "rl-" + name + "."; }
   // Namespace name of a node, as seen from the machine's own namespace.
-  std::string namespace_of(const Node& n) const { return "rl-" + name + "-" + n.name; }
+  std::string namespace_of(const Node& n) const { return namespace_prefix() + n.name; }
   // Largest leaf downlink/uplink capacity ratio; 0 when no switch has both host links and
   // links up to a spine, aggregation or core switch.
   double oversubscription() const;

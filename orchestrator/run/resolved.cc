@@ -74,7 +74,7 @@ ordered_json qos_json(const Qos& q) {
 
 ordered_json derived_json(const Scenario& s) {
   ordered_json d;
-  d["instance_prefix"] = "rl-" + s.name + "-";
+  d["instance_prefix"] = s.namespace_prefix();
   d["counts"] = {{"switches", s.count(NodeKind::kSwitch)},
                  {"hosts", s.count(NodeKind::kHost)},
                  {"links", s.links.size()},

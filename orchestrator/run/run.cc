@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "fabric/connectivity.h"
+#include "fabric/realiser.h"
 #include "run/resolved.h"
 #include "sys/host_info.h"
 
@@ -87,23 +89,65 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
 
   ordered_json phases = ordered_json::array();
   phases.push_back({{"name", "validate"}, {"status", "done"}});
-  // Stages that later issues build. A run must not pretend they happened.
-  const std::string fabric_note = "fabric realisation (namespaces, veth, routes) arrives with Foundation II; "
-                                  "this run evaluated the model only";
-  phases.push_back({{"name", "up"}, {"status", "not built"}, {"why", fabric_note}});
-  rep.notes.push_back(fabric_note);
-  events.add("phase", {{"name", "up"}, {"status", "not built"}});
   std::string blocker;
   if (!s.workloads.empty()) blocker = "the scenario has workloads, and the RoCEv2 engine that runs them is not built yet";
   else if (!s.faults.empty()) blocker = "the scenario has faults, and the fault timeline is not built yet";
-  else if (!s.capture.ports.empty()) blocker = "the scenario asks for packet capture, which needs the fabric (not built yet)";
+  else if (!s.capture.ports.empty()) blocker = "the scenario asks for packet capture, which is not built yet";
+
+  model::MetricSet metrics = topology_metrics(s);
+  auto scalar = [&](const char* name, double v) { metrics[name] = model::MetricValue{model::MetricKind::kScalar, v, {}}; };
+  std::string invalid;  // why the run cannot be trusted (exit 2)
+  if (opts.model_only) {
+    const std::string note = "--model-only: no fabric was made; only the model's metrics exist";
+    rep.notes.push_back(note);
+    phases.push_back({{"name", "up"}, {"status", "skipped"}, {"why", note}});
+  } else if (blocker.empty()) {
+    fabric::UpOptions uo;
+    uo.scenario_path = opts.scenario_path;
+    uo.cancel = opts.cancel;
+    uo.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
+    auto f = fabric::Fabric::up(s, uo, blocker);
+    if (f) {
+      for (const auto& n : f->notes()) rep.notes.push_back(n);
+      scalar("up_seconds", f->up_seconds());
+      phases.push_back({{"name", "up"}, {"status", "done"}, {"seconds", f->up_seconds()}});
+      events.add("phase", {{"name", "up"}, {"status", "done"}, {"seconds", f->up_seconds()}});
+      std::string why;
+      if (auto r = fabric::check_connectivity(*f, why)) {
+        scalar("host_pairs", static_cast<double>(r->pairs));
+        scalar("reachable_pairs", static_cast<double>(r->reached));
+        scalar("unreachable_pairs", static_cast<double>(r->pairs - r->reached));
+        ordered_json ph{{"name", "connectivity"}, {"status", "done"}, {"seconds", r->seconds},
+                        {"pairs", r->pairs}, {"reached", r->reached}, {"not_connected_by_topology", r->disconnected}};
+        if (!r->unreachable.empty()) ph["unreachable"] = r->unreachable;
+        phases.push_back(ph);
+        events.add("connectivity", ph);
+        if (r->reached < r->pairs) {
+          invalid = "connectivity check: " + std::to_string(r->pairs - r->reached) + " of " + std::to_string(r->pairs) +
+                    " host NIC pairs unreachable (first: " + r->unreachable.front() + ")";
+        }
+      } else {
+        invalid = "connectivity check could not run: " + why;
+      }
+      const auto t_down = std::chrono::steady_clock::now();
+      if (!f->down(why)) {
+        blocker = "down failed: " + why + " (run 'rocelab down " + s.name + "')";
+      } else {
+        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_down).count();
+        scalar("down_seconds", secs);
+        phases.push_back({{"name", "down"}, {"status", "done"}, {"seconds", secs}});
+        events.add("phase", {{"name", "down"}, {"status", "done"}, {"seconds", secs}});
+      }
+    } else {
+      blocker = "up: " + blocker;
+    }
+  }
   phases.push_back({{"name", "workloads"}, {"status", s.workloads.empty() ? "none" : "not built"}});
   phases.push_back({{"name", "faults"}, {"status", s.faults.empty() ? "none" : "not built"}});
 
-  model::MetricSet metrics = topology_metrics(s);
   const auto finished = std::chrono::system_clock::now();
   rep.seconds = std::chrono::duration<double>(finished - started).count();
-  metrics["run_seconds"] = model::MetricValue{model::MetricKind::kScalar, rep.seconds, {}};
+  scalar("run_seconds", rep.seconds);
   events.add("collected", {{"metrics", metrics.size()}});
 
   bool failed = false, undecided = false;
@@ -116,12 +160,14 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
                                          : o.eval.outcome == model::Evaluation::Outcome::kFail ? "fail" : "error"}});
     rep.assertions.push_back(std::move(o));
   }
-  phases.push_back({{"name", "down"}, {"status", "not built"}});
-
   if (!blocker.empty()) {
     rep.exit_code = kExitEnvironment;
     rep.outcome = "error";
     rep.error = blocker;
+  } else if (!invalid.empty()) {
+    rep.exit_code = kExitInvalid;
+    rep.outcome = "invalid";
+    rep.error = invalid;
   } else if (failed || undecided) {
     rep.exit_code = kExitAssertion;
     rep.outcome = "fail";
@@ -137,7 +183,7 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
   res["instance"] = s.name;
   res["seed"] = s.seed;
   res["scale"] = s.scale.factor();
-  res["mode"] = "model-only";
+  res["mode"] = opts.model_only ? "model-only" : "fabric";
   res["started_at"] = utc_timestamp(started);
   res["finished_at"] = utc_timestamp(finished);
   res["duration_s"] = rep.seconds;

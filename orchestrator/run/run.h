@@ -2,6 +2,7 @@
 // run directory (DESIGN.md §6). Stages whose issue has not landed yet are recorded as such.
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ namespace rocelab::run {
 struct RunOptions {
   std::string scenario_path;  // copied into the run directory
   std::string out_dir;        // empty: runs/NAME-YYYYMMDD-HHMMSS under the current directory
+  bool model_only = false;    // evaluate the model's metrics without making a fabric
+  const std::atomic<bool>* cancel = nullptr;  // a signal asked us to stop: tear down, report
 };
 
 struct RunReport {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace rocelab::sys {
 
@@ -18,6 +19,8 @@ struct KernelInfo {
 KernelInfo kernel_info();
 bool is_root();
 bool path_exists(const std::string& path);
+// Names in a directory (no "." or ".."); empty when it cannot be read.
+std::vector<std::string> list_dir(const std::string& path);
 std::optional<std::string> read_file(const std::string& path);
 // The kernel has a module available: built in, loaded, or on disk for this release.
 bool kernel_has_module(const std::string& name);

@@ -16,7 +16,10 @@ import xml.etree.ElementTree as ET
 ROCELAB = ""
 SOURCE = ""
 
-SMALL = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n"
+# Instance names carry the PID: tests of other ctest processes may run fabrics meanwhile.
+INSTANCE = f"cli{os.getpid()}"
+SMALL = f"name: {INSTANCE}\nscale: 1000\nfabric: {{type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}}\n"
+IS_ROOT = os.geteuid() == 0
 
 
 def rocelab(*args, cwd=None):
@@ -45,7 +48,8 @@ class Cli(unittest.TestCase):
         path = self.write("bad.yaml", SMALL + "colour: blue\n")
         r = rocelab("validate", path)
         self.assertEqual(r.returncode, 3)
-        self.assertIn(f"{path}:3:1: colour: unknown key", r.stderr)
+        line = SMALL.count("\n") + 1
+        self.assertIn(f"{path}:{line}:1: colour: unknown key", r.stderr)
 
     def test_missing_file_exits_3(self):
         r = rocelab("validate", os.path.join(self.tmp, "nope.yaml"))
@@ -88,14 +92,14 @@ class Cli(unittest.TestCase):
         self.assertIn("spine1", r.stdout)
         self.assertEqual(r.stdout.count("--"), 8)
 
-    def run_with(self, expect_lines):
+    def run_with(self, expect_lines, *flags):
         path = self.write("s.yaml", SMALL + "expect:\n" + "".join(f"  - {e}\n" for e in expect_lines))
         out = os.path.join(self.tmp, "run")
-        r = rocelab("run", "--out", out, path)
+        r = rocelab("run", *flags, "--out", out, path)
         return r, out
 
     def test_run_passing_exits_0_and_writes_the_run_directory(self):
-        r, out = self.run_with(["hosts == 4"])
+        r, out = self.run_with(["hosts == 4"], "--model-only")
         self.assertEqual(r.returncode, 0, r.stderr)
         for f in ["scenario.yaml", "resolved.json", "results.json", "events.jsonl", "junit.xml"]:
             self.assertTrue(os.path.exists(os.path.join(out, f)), f)
@@ -108,7 +112,7 @@ class Cli(unittest.TestCase):
             self.assertIn(key, res)
 
     def test_junit_with_a_pass_and_a_failure_parses_and_run_exits_1(self):
-        r, out = self.run_with(["hosts == 4", "links > 100"])
+        r, out = self.run_with(["hosts == 4", "links > 100"], "--model-only")
         self.assertEqual(r.returncode, 1, r.stderr)
         root = ET.parse(os.path.join(out, "junit.xml")).getroot()
         cases = root.findall(".//testcase")
@@ -127,7 +131,7 @@ class Cli(unittest.TestCase):
         out = os.path.join(self.tmp, "used")
         os.makedirs(out)
         self.write("used/keep", "x")
-        r = rocelab("run", "--out", out, path)
+        r = rocelab("run", "--model-only", "--out", out, path)
         self.assertEqual(r.returncode, 4)
         self.assertIn("not empty", r.stderr)
 
@@ -137,11 +141,73 @@ class Cli(unittest.TestCase):
         self.assertEqual(r.returncode, 3)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "runs")))
 
-    def test_stubs_say_not_built_and_exit_4(self):
-        for args in (["up", os.path.join(SOURCE, "scenarios", "quickstart.yaml")], ["down", "x"], ["status"]):
-            r = rocelab(*args)
-            self.assertEqual(r.returncode, 4, args)
-            self.assertIn("not built yet", r.stderr)
+    def test_hostile_instance_names_are_bad_input(self):
+        for name in ["../../etc/passwd", "a/b", "x;reboot", "A" * 100_000, "rf/../x", "UPPER"]:
+            for cmd in (["down", name], ["status", name]):
+                r = rocelab(*cmd)
+                self.assertEqual(r.returncode, 3, (cmd[0], name[:20], r.stderr))
+                self.assertIn("not an instance name", r.stderr)
+        self.assertFalse(os.path.exists("/run/rocelab/passwd.state"))
+
+    @unittest.skipIf(IS_ROOT, "as root, up succeeds: covered by test_up_status_down")
+    def test_up_needs_root(self):
+        r = rocelab("up", self.write("s.yaml", SMALL))
+        self.assertEqual(r.returncode, 4)
+        self.assertIn("needs root", r.stderr)
+
+    @unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")
+    def test_up_status_down(self):
+        path = self.write("s.yaml", SMALL)
+        prefix = f"rl-{INSTANCE}."
+        try:
+            r = rocelab("up", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(len([n for n in os.listdir("/run/netns") if n.startswith(prefix)]), 8)
+            again = rocelab("up", path)
+            self.assertEqual(again.returncode, 4)
+            self.assertIn("already up", again.stderr)
+            st = rocelab("status", "-j", INSTANCE)
+            self.assertEqual(st.returncode, 0, st.stderr)
+            doc = json.loads(st.stdout)
+            self.assertEqual(doc["state"], "up")
+            self.assertEqual(len(doc["nodes"]), 8)
+            ports = {}
+            for n in doc["nodes"]:
+                self.assertTrue(n["present"])
+                self.assertEqual(n["namespace"], prefix + n["node"])
+                for i in n["interfaces"]:
+                    if i["name"] == "lo":
+                        continue
+                    self.assertTrue(i["admin_up"] and i["carrier"], (n["node"], i["name"]))
+                    self.assertEqual(i["mtu"], 1500)
+                    self.assertEqual(len(i["addresses"]), 1)
+                    self.assertTrue(i["addresses"][0].endswith("/31"))
+                    ports[f'{n["node"]}:{i["name"]}'] = i["peer"]
+            self.assertEqual(len(ports), 16)  # 8 links, two ends each
+            for here, peer in ports.items():
+                self.assertEqual(ports[peer], here)  # peers are mutual
+            listed = rocelab("status")
+            self.assertIn(f"{INSTANCE}: up, 8/8 namespaces", listed.stdout)
+        finally:
+            d = rocelab("down", INSTANCE)
+        self.assertEqual(d.returncode, 0, d.stderr)
+        self.assertIn("8 namespaces removed", d.stdout)
+        self.assertEqual([n for n in os.listdir("/run/netns") if n.startswith(prefix)], [])
+        self.assertFalse(os.path.exists(f"/run/rocelab/{INSTANCE}.state"))
+        d2 = rocelab("down", INSTANCE)  # idempotent
+        self.assertEqual(d2.returncode, 0)
+        self.assertIn("not up", d2.stdout)
+
+    @unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")
+    def test_real_run_checks_connectivity(self):
+        r, out = self.run_with(["unreachable_pairs == 0", "host_pairs == 12"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+        self.assertEqual(res["mode"], "fabric")
+        self.assertEqual(res["metrics"]["reachable_pairs"], 12)
+        self.assertEqual([p["name"] for p in res["phases"]][:4], ["validate", "up", "connectivity", "down"])
+        self.assertEqual([n for n in os.listdir("/run/netns") if n.startswith(f"rl-{INSTANCE}.")], [])
 
     def test_doctor_json(self):
         r = rocelab("doctor", "-j")

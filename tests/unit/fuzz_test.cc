@@ -147,7 +147,9 @@ void check_invariants(const model::Scenario& s, const std::string& what) {
   for (const auto& n : s.nodes) {
     EXPECT_TRUE(s.pool.contains(n.loopback)) << what;
     EXPECT_TRUE(addrs.insert(n.loopback.addr).second) << what;
-    if (n.kind == model::NodeKind::kHost) EXPECT_FALSE(n.ports.empty()) << what << ": host " << n.name;
+    if (n.kind == model::NodeKind::kHost) {
+      EXPECT_FALSE(n.ports.empty()) << what << ": host " << n.name;
+    }
   }
   for (const auto& l : s.links) {
     EXPECT_NE(l.a.node, l.b.node) << what;

@@ -1,0 +1,126 @@
+#include "fabric/kernel_plan.h"
+
+#include <cstdio>
+#include <map>
+
+namespace rocelab::fabric {
+
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+// Per-node hash seeds: equal seeds on every tier would correlate the choices of successive
+// ECMP stages (hash polarisation); distinct seeds derived from the scenario seed keep runs
+// reproducible.
+uint32_t node_hash_seed(uint64_t seed, std::string_view node) {
+  auto v = static_cast<uint32_t>(splitmix64(seed ^ fnv1a(node)));
+  return v ? v : 1;
+}
+
+std::vector<std::pair<std::string, std::string>> node_sysctls(bool host, uint32_t hash_seed) {
+  // conf/default is written before any port exists so new ports inherit it; conf/all
+  // because the kernel combines it with the per-device value (rp_filter takes the max).
+  std::vector<std::pair<std::string, std::string>> v = {
+      {"net/ipv6/conf/all/disable_ipv6", "1"},  // no DAD, RS or MLD noise on the wire
+      {"net/ipv6/conf/default/disable_ipv6", "1"},
+      {"net/ipv4/conf/all/forwarding", host ? "0" : "1"},
+      {"net/ipv4/conf/default/forwarding", host ? "0" : "1"},
+      {"net/ipv4/conf/all/rp_filter", "0"},  // ECMP and multi-NIC paths are asymmetric
+      {"net/ipv4/conf/default/rp_filter", "0"},
+      {"net/ipv4/conf/all/accept_redirects", "0"},
+      {"net/ipv4/conf/default/accept_redirects", "0"},
+      {"net/ipv4/conf/all/send_redirects", "0"},
+      {"net/ipv4/conf/default/send_redirects", "0"},
+      {"net/ipv4/icmp_echo_ignore_all", "0"},
+      {"net/ipv4/icmp_ratelimit", "0"},  // the connectivity check pings many pairs at once
+      {"net/ipv4/fib_multipath_hash_policy", "1"},  // L4: per-QP UDP source ports spread flows
+      {"net/ipv4/fib_multipath_hash_seed", std::to_string(hash_seed)},
+  };
+  return v;
+}
+
+}  // namespace
+
+netlink::Mac port_mac(uint64_t seed, size_t node, size_t port) {
+  return {0x02,
+          static_cast<uint8_t>(splitmix64(seed) & 0xff),
+          static_cast<uint8_t>(node >> 8),
+          static_cast<uint8_t>(node),
+          static_cast<uint8_t>(port >> 8),
+          static_cast<uint8_t>(port)};
+}
+
+std::string format_mac(const netlink::Mac& m) {
+  char buf[18];
+  std::snprintf(buf, sizeof buf, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return buf;
+}
+
+KernelPlan plan_kernel(const model::Scenario& s) {
+  KernelPlan kp;
+  kp.nodes.resize(s.nodes.size());
+  // Port index of every link end, for the peer fields.
+  std::vector<std::pair<size_t, size_t>> port_of(s.links.size(), {0, 0});  // (a's port, b's port)
+  for (size_t x = 0; x < s.nodes.size(); ++x)
+    for (size_t p = 0; p < s.nodes[x].ports.size(); ++p) {
+      size_t li = s.nodes[x].ports[p];
+      (s.links[li].a.node == x ? port_of[li].first : port_of[li].second) = p;
+    }
+
+  for (size_t x = 0; x < s.nodes.size(); ++x) {
+    const model::Node& n = s.nodes[x];
+    NodePlan& np = kp.nodes[x];
+    np.node = n.name;
+    np.netns = s.namespace_of(n);
+    np.host = n.kind == model::NodeKind::kHost;
+    np.loopback = n.loopback.addr;
+    np.hash_seed = node_hash_seed(s.seed, n.name);
+    np.sysctls = node_sysctls(np.host, np.hash_seed);
+    std::map<std::string, int> ifindex_of;
+    for (size_t p = 0; p < n.ports.size(); ++p) {
+      size_t li = n.ports[p];
+      const model::Link& l = s.links[li];
+      const model::Endpoint& me = l.end(x);
+      const model::Endpoint& peer = l.peer_of(x);
+      size_t peer_port = l.a.node == x ? port_of[li].second : port_of[li].first;
+      PortPlan pp;
+      pp.ifname = me.ifname;
+      pp.ifindex = kFirstPortIfindex + static_cast<int>(p);
+      pp.mac = port_mac(s.seed, x, p);
+      pp.addr = me.addr;
+      pp.mtu = l.mtu;
+      pp.link = li;
+      pp.made_here = l.a.node == x;
+      pp.peer_node = peer.node;
+      pp.peer_ifname = peer.ifname;
+      pp.peer_ifindex = kFirstPortIfindex + static_cast<int>(peer_port);
+      pp.peer_addr = peer.addr;
+      pp.peer_mac = port_mac(s.seed, peer.node, peer_port);
+      ifindex_of[pp.ifname] = pp.ifindex;
+      np.ports.push_back(pp);
+    }
+    for (const model::Route& r : s.routes[x].routes) {
+      netlink::RouteSpec rs{r.dst.addr, r.dst.len, r.table, {}};
+      for (const model::NextHop& h : r.nexthops) rs.nexthops.push_back({h.via, ifindex_of.at(h.dev)});
+      np.routes.push_back(std::move(rs));
+    }
+    int prio = kFirstRulePriority;
+    for (const model::SourceRule& r : s.routes[x].rules) np.rules.push_back({r.from, r.table, prio++});
+  }
+  for (size_t li = 0; li < s.links.size(); ++li)
+    kp.veths.push_back({s.links[li].a.node, port_of[li].first, s.links[li].b.node, port_of[li].second});
+  return kp;
+}
+
+}  // namespace rocelab::fabric

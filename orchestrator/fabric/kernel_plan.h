@@ -1,0 +1,65 @@
+// What the kernel must hold for a scenario, computed without touching it: per node its
+// namespace, ports (names, requested ifindexes, seeded MACs, addresses), neighbours,
+// routes, rules and sysctls. The realiser only turns this into netlink requests, so
+// everything here is checked by unit tests without root.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/scenario.h"
+#include "netlink/batch.h"
+
+namespace rocelab::fabric {
+
+// Requested ifindexes start high: a new namespace may already hold fallback tunnel devices
+// (tunl0, sit0, ...) at low indexes when their modules are loaded.
+inline constexpr int kFirstPortIfindex = 1000;
+inline constexpr int kLoopbackIfindex = 1;
+inline constexpr int kFirstRulePriority = 100;
+
+struct PortPlan {
+  std::string ifname;
+  int ifindex = 0;
+  netlink::Mac mac{};
+  uint32_t addr = 0;  // of a /31
+  uint32_t mtu = 0;
+  size_t link = 0;     // index into Scenario::links
+  bool made_here = false;  // the veth pair is created from this end's namespace (the a end)
+  size_t peer_node = 0;
+  std::string peer_ifname;
+  int peer_ifindex = 0;
+  uint32_t peer_addr = 0;
+  netlink::Mac peer_mac{};
+};
+
+struct NodePlan {
+  std::string node, netns;
+  bool host = false;
+  uint32_t loopback = 0;
+  uint32_t hash_seed = 0;  // fib_multipath_hash_seed: seeded per node, never 0 (0 = random)
+  std::vector<PortPlan> ports;
+  std::vector<netlink::RouteSpec> routes;
+  std::vector<netlink::RuleSpec> rules;
+  std::vector<std::pair<std::string, std::string>> sysctls;  // in order: defaults before devices
+};
+
+struct VethPlan {
+  size_t a_node = 0, a_port = 0;  // created from a's namespace
+  size_t b_node = 0, b_port = 0;  // peer created straight into b's
+};
+
+struct KernelPlan {
+  std::vector<NodePlan> nodes;  // same order as Scenario::nodes
+  std::vector<VethPlan> veths;  // same order as Scenario::links
+};
+
+KernelPlan plan_kernel(const model::Scenario& s);
+
+// Locally administered unicast MAC 02:SS:NN:NN:PP:PP (S seed, N node, P port).
+netlink::Mac port_mac(uint64_t seed, size_t node, size_t port);
+std::string format_mac(const netlink::Mac& m);
+
+}  // namespace rocelab::fabric

@@ -1,0 +1,416 @@
+#include "fabric/realiser.h"
+
+#include <netlink/addr.h>
+#include <netlink/cache.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <linux/if.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "netlink/batch.h"
+#include "netlink/offload.h"
+#include "sys/host_info.h"
+
+namespace rocelab::fabric {
+
+namespace {
+
+constexpr const char* kMagic = "rocelab-state 1";
+constexpr const char* kHashSeedSysctl = "net/ipv4/fib_multipath_hash_seed";
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string prefix_of(const std::string& instance) { return "rl-" + instance + "."; }
+
+// What a state file says. Lines are "KEY VALUE..."; unknown keys are skipped so a newer
+// log can still be torn down by an older binary as far as it understands it.
+struct LogEntries {
+  bool valid = false;
+  std::string instance, scenario, started;
+  int pid = 0;
+  bool ready = false;
+  std::vector<std::pair<std::string, std::string>> netns;  // (namespace, node)
+  std::vector<std::array<std::string, 4>> veths;           // ns a, if a, ns b, if b
+};
+
+LogEntries parse_log(const std::vector<std::string>& lines) {
+  LogEntries e;
+  e.valid = !lines.empty() && lines[0] == kMagic;
+  for (size_t i = 1; e.valid && i < lines.size(); ++i) {
+    std::istringstream in(lines[i]);
+    std::string key;
+    in >> key;
+    if (key == "instance") in >> e.instance;
+    else if (key == "pid") in >> e.pid;
+    else if (key == "started") in >> e.started;
+    else if (key == "scenario") std::getline(in >> std::ws, e.scenario);
+    else if (key == "ready") e.ready = true;
+    else if (key == "netns") {
+      std::string ns, node;
+      in >> ns >> node;
+      e.netns.emplace_back(ns, node);
+    } else if (key == "veth") {
+      std::array<std::string, 4> v;
+      in >> v[0] >> v[1] >> v[2] >> v[3];
+      e.veths.push_back(v);
+    }
+  }
+  return e;
+}
+
+// A name from a state file is trusted only if it is one of this instance's: a damaged or
+// hostile file must not make teardown unmount anything else under /run/netns.
+bool owned_name(const std::string& ns, const std::string& prefix) {
+  if (ns.size() <= prefix.size() || ns.size() > 255 || ns.rfind(prefix, 0) != 0) return false;
+  return std::all_of(ns.begin() + static_cast<long>(prefix.size()), ns.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; });
+}
+
+// Removes every namespace the log names, newest first. Everything else the testbed made
+// (veth pairs, addresses, routes, neighbours, sysctls) lives inside those namespaces and
+// goes with them, so the log names the namespaces and pairs but only namespaces need undoing.
+bool replay(const LogEntries& e, const std::string& instance, size_t& removed, std::string& why) {
+  const std::string prefix = prefix_of(instance);
+  bool ok = true;
+  for (auto it = e.netns.rbegin(); it != e.netns.rend(); ++it) {
+    if (!owned_name(it->first, prefix)) {
+      why = "state file names '" + it->first + "', not a namespace of instance " + instance + ": left alone";
+      ok = false;
+      continue;
+    }
+    std::string w;
+    if (!sys::named_netns_exists(it->first)) continue;
+    if (sys::remove_named_netns(it->first, w)) ++removed;
+    else {
+      why = w;
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+std::string utc_now() {
+  char buf[32];
+  time_t t = time(nullptr);
+  struct tm tm {};
+  gmtime_r(&t, &tm);
+  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+std::string state_path(const std::string& instance) {
+  return std::string(sys::kStateDir) + "/" + instance + ".state";
+}
+
+std::unique_ptr<Fabric> Fabric::up(const model::Scenario& s, const UpOptions& o, std::string& why) {
+  if (!model::is_instance_name(s.name)) {
+    why = "'" + s.name + "' is not a valid instance name";
+    return nullptr;
+  }
+  if (!sys::is_root()) {
+    why = "bringing a fabric up needs root (namespaces, mounts under /run/netns, netlink)";
+    return nullptr;
+  }
+  if (!sys::ensure_state_dir(why) || !sys::prepare_netns_dir(why)) return nullptr;
+  const std::string path = state_path(s.name);
+  if (!sys::path_exists(path)) {
+    auto stale = sys::list_named_netns(prefix_of(s.name));
+    if (!stale.empty()) {
+      why = "namespace " + stale.front() + " (and " + std::to_string(stale.size() - 1) +
+            " more) exists but no state file records it; not made by this tool's log, so left alone: "
+            "remove it with 'ip netns del', or choose another name";
+      return nullptr;
+    }
+  }
+  std::unique_ptr<Fabric> f(new Fabric(s.name, plan_kernel(s)));
+  std::string header = std::string(kMagic) + "\ninstance " + s.name + "\npid " + std::to_string(getpid()) +
+                       "\nstarted " + utc_now() + "\nscenario " + o.scenario_path + "\n";
+  f->log_ = sys::StateLog::create(path, header, why);
+  if (!f->log_) {
+    if (why.find("exists") != std::string::npos)
+      why = "instance '" + s.name + "' is already up, or being brought up (" + path + "); 'rocelab down " + s.name +
+            "' takes it away";
+    return nullptr;
+  }
+  if (!f->build(o, why)) {
+    std::string w;
+    if (!f->down(w)) why += "; rollback: " + w;
+    return nullptr;
+  }
+  return f;
+}
+
+bool Fabric::build(const UpOptions& o, std::string& why) {
+  const auto t0 = Clock::now();
+  auto last_report = t0;
+  sys::raise_fd_limit();
+  const bool seed_ok = sys::sysctl_exists(kHashSeedSysctl);
+  if (!seed_ok)
+    notes_.push_back("this kernel has no " + std::string(kHashSeedSysctl) +
+                     " (Linux 6.11+): ECMP hashing is seeded at random, so flow placement differs between runs");
+  auto cancelled = [&] {
+    if (o.cancel && o.cancel->load()) {
+      why = "interrupted: rolled back";
+      return true;
+    }
+    return false;
+  };
+  auto report = [&](const std::string& what) {
+    if (o.progress && std::chrono::duration<double>(Clock::now() - last_report).count() > 0.5) {
+      last_report = Clock::now();
+      o.progress(what);
+    }
+  };
+
+  const size_t n = plan_.nodes.size();
+  nodes_.resize(n);
+  for (size_t x = 0; x < n; ++x) {
+    const NodePlan& np = plan_.nodes[x];
+    if (cancelled() || !log_->append({"netns " + np.netns + " " + np.node}, why)) return false;
+    NodeHandles& h = nodes_[x];
+    auto inside = [&](std::string& w) {
+      netlink::Status st;
+      h.rtnl = netlink::RouteSocket::open(st);
+      if (!h.rtnl) {
+        w = st.text;
+        return false;
+      }
+      h.inet = sys::Fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+      if (!h.inet.valid()) {
+        w = std::string("socket: ") + std::strerror(errno);
+        return false;
+      }
+      for (const auto& [key, value] : np.sysctls) {
+        if (key == kHashSeedSysctl && !seed_ok) continue;
+        if (!sys::write_sysctl(key, value, w)) return false;
+      }
+      return true;
+    };
+    auto fd = sys::create_named_netns(np.netns, inside, why);
+    if (!fd) {
+      why = np.node + ": " + why;
+      return false;
+    }
+    h.netns = std::move(*fd);
+    report("namespaces " + std::to_string(x + 1) + "/" + std::to_string(n));
+  }
+
+  // Veth pairs: each made from its a-end's namespace with the peer placed straight into
+  // the b-end's, so no port ever exists in the machine's own namespace.
+  std::vector<std::string> lines;
+  for (const VethPlan& v : plan_.veths) {
+    const NodePlan &a = plan_.nodes[v.a_node], &b = plan_.nodes[v.b_node];
+    lines.push_back("veth " + a.netns + " " + a.ports[v.a_port].ifname + " " + b.netns + " " +
+                    b.ports[v.b_port].ifname);
+  }
+  if (cancelled() || !log_->append(lines, why)) return false;
+  std::vector<std::vector<const VethPlan*>> by_node(n);  // by the namespace that makes them
+  for (const VethPlan& v : plan_.veths) by_node[v.a_node].push_back(&v);
+  for (size_t x = 0; x < n; ++x) {
+    if (by_node[x].empty()) continue;
+    netlink::Batch b(*nodes_[x].rtnl);
+    for (const VethPlan* v : by_node[x]) {
+      const PortPlan& pa = plan_.nodes[x].ports[v->a_port];
+      const PortPlan& pb = plan_.nodes[v->b_node].ports[v->b_port];
+      b.add_veth({pa.ifname, pb.ifname, pa.ifindex, pb.ifindex, pa.mac, pb.mac, pa.mtu, nodes_[v->b_node].netns.get()});
+    }
+    if (auto st = b.flush(); !st.ok()) {
+      why = plan_.nodes[x].node + ": " + st.text;
+      return false;
+    }
+    if (cancelled()) return false;
+    report("links of " + std::to_string(x + 1) + "/" + std::to_string(n) + " nodes");
+  }
+
+  for (size_t x = 0; x < n; ++x) {
+    const NodePlan& np = plan_.nodes[x];
+    netlink::Batch b(*nodes_[x].rtnl);
+    b.set_up(kLoopbackIfindex);
+    b.add_addr({kLoopbackIfindex, np.loopback, 32});
+    for (const PortPlan& p : np.ports) {
+      if (!p.made_here) b.set_up(p.ifindex);
+      b.add_addr({p.ifindex, p.addr, 31});
+      // Permanent: no ARP, ever, during a measured run.
+      b.add_neigh({p.ifindex, p.peer_addr, p.peer_mac});
+    }
+    for (const auto& r : np.routes) b.add_route(r);
+    for (const auto& r : np.rules) b.add_rule(r);
+    if (auto st = b.flush(); !st.ok()) {
+      why = np.node + ": " + st.text;
+      return false;
+    }
+    for (const PortPlan& p : np.ports)
+      if (!netlink::disable_offloads(nodes_[x].inet.get(), p.ifname, why)) {
+        why = np.node + ": " + why;
+        return false;
+      }
+    if (cancelled()) return false;
+    report("addresses and routes of " + std::to_string(x + 1) + "/" + std::to_string(n) + " nodes");
+  }
+  up_seconds_ = since(t0);
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.3f", up_seconds_);
+  return log_->append({std::string("ready ") + secs}, why);
+}
+
+Fabric::~Fabric() = default;
+
+bool Fabric::down(std::string& why) {
+  nodes_.clear();  // our sockets hold the namespaces too
+  if (!log_) return true;
+  LogEntries e = parse_log(log_->lines());
+  size_t removed = 0;
+  if (!replay(e, instance_, removed, why)) return false;
+  if (!log_->remove(why)) return false;
+  log_.reset();
+  return true;
+}
+
+std::optional<DownReport> down_instance(const std::string& instance, std::string& why) {
+  DownReport rep;
+  if (!model::is_instance_name(instance)) {
+    why = "'" + instance.substr(0, 64) + "' is not an instance name (lower-case letters, digits and '-')";
+    return std::nullopt;
+  }
+  const auto t0 = Clock::now();
+  const std::string path = state_path(instance);
+  if (!sys::path_exists(path)) return rep;
+  if (!sys::is_root()) {
+    why = "tearing a fabric down needs root";
+    return std::nullopt;
+  }
+  auto log = sys::StateLog::open(path, true, why);
+  if (!log) return sys::path_exists(path) ? std::nullopt : std::optional<DownReport>(rep);
+  if (log->removed()) return rep;  // another `down` finished while we waited
+  rep.found = true;
+  LogEntries e = parse_log(log->lines());
+  if (!replay(e, instance, rep.namespaces, why) || !log->remove(why)) return std::nullopt;
+  rep.seconds = since(t0);
+  return rep;
+}
+
+std::vector<std::string> list_instances() {
+  std::vector<std::string> out;
+  std::string dir = sys::kStateDir;
+  auto names = sys::list_dir(dir);
+  for (const auto& n : names) {
+    const std::string suffix = ".state";
+    if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      std::string inst = n.substr(0, n.size() - suffix.size());
+      if (model::is_instance_name(inst)) out.push_back(inst);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+template <class T, void (*F)(T*)>
+struct Deleter {
+  void operator()(T* p) const { F(p); }
+};
+
+void fill_interfaces(NodeStatus& ns, const std::map<std::string, std::string>& peers) {
+  netlink::Status st;
+  auto sock = netlink::RouteSocket::open(st);
+  if (!sock) {
+    ns.error = st.text;
+    return;
+  }
+  nl_cache *links = nullptr, *addrs = nullptr;
+  if (int e = rtnl_link_alloc_cache(sock->get(), AF_UNSPEC, &links); e < 0) {
+    ns.error = netlink::Status::from_nl(e, "list interfaces").text;
+    return;
+  }
+  std::unique_ptr<nl_cache, Deleter<nl_cache, nl_cache_free>> lc(links);
+  if (int e = rtnl_addr_alloc_cache(sock->get(), &addrs); e < 0) {
+    ns.error = netlink::Status::from_nl(e, "list addresses").text;
+    return;
+  }
+  std::unique_ptr<nl_cache, Deleter<nl_cache, nl_cache_free>> ac(addrs);
+  for (nl_object* o = nl_cache_get_first(links); o; o = nl_cache_get_next(o)) {
+    auto* l = reinterpret_cast<rtnl_link*>(o);
+    IfaceStatus is;
+    is.name = rtnl_link_get_name(l);
+    is.mtu = rtnl_link_get_mtu(l);
+    char buf[64];
+    is.state = rtnl_link_operstate2str(rtnl_link_get_operstate(l), buf, sizeof buf);
+    is.admin_up = rtnl_link_get_flags(l) & IFF_UP;
+    is.carrier = rtnl_link_get_flags(l) & IFF_LOWER_UP;
+    if (nl_addr* a = rtnl_link_get_addr(l)) is.mac = nl_addr2str(a, buf, sizeof buf);
+    if (auto p = peers.find(is.name); p != peers.end()) is.peer = p->second;
+    is.rx_packets = rtnl_link_get_stat(l, RTNL_LINK_RX_PACKETS);
+    is.tx_packets = rtnl_link_get_stat(l, RTNL_LINK_TX_PACKETS);
+    is.rx_bytes = rtnl_link_get_stat(l, RTNL_LINK_RX_BYTES);
+    is.tx_bytes = rtnl_link_get_stat(l, RTNL_LINK_TX_BYTES);
+    is.rx_dropped = rtnl_link_get_stat(l, RTNL_LINK_RX_DROPPED);
+    is.tx_dropped = rtnl_link_get_stat(l, RTNL_LINK_TX_DROPPED);
+    int ifindex = rtnl_link_get_ifindex(l);
+    for (nl_object* ao = nl_cache_get_first(addrs); ao; ao = nl_cache_get_next(ao)) {
+      auto* a = reinterpret_cast<rtnl_addr*>(ao);
+      if (rtnl_addr_get_ifindex(a) == ifindex && rtnl_addr_get_family(a) == AF_INET)
+        if (nl_addr* local = rtnl_addr_get_local(a)) is.addresses.push_back(nl_addr2str(local, buf, sizeof buf));
+    }
+    ns.interfaces.push_back(std::move(is));
+  }
+}
+
+}  // namespace
+
+std::optional<InstanceStatus> instance_status(const std::string& instance, bool with_nodes, std::string& why) {
+  if (!model::is_instance_name(instance)) {
+    why = "'" + instance.substr(0, 64) + "' is not an instance name (lower-case letters, digits and '-')";
+    return std::nullopt;
+  }
+  const std::string path = state_path(instance);
+  auto log = sys::StateLog::open(path, false, why);
+  if (!log) {
+    why = "no instance '" + instance + "' is up (no " + path + ")";
+    return std::nullopt;
+  }
+  LogEntries e = parse_log(log->lines());
+  InstanceStatus st;
+  st.instance = instance;
+  st.scenario = e.scenario;
+  st.started = e.started;
+  st.pid = e.pid;
+  st.state = e.ready ? "up" : "incomplete";
+  st.links = e.veths.size();
+  std::map<std::string, std::map<std::string, std::string>> peers;  // ns -> if -> "node:if"
+  std::map<std::string, std::string> node_of;
+  for (const auto& [ns, node] : e.netns) node_of[ns] = node;
+  for (const auto& v : e.veths) {
+    peers[v[0]][v[1]] = node_of[v[2]] + ":" + v[3];
+    peers[v[2]][v[3]] = node_of[v[0]] + ":" + v[1];
+  }
+  for (const auto& [ns, node] : e.netns) {
+    NodeStatus n;
+    n.node = node;
+    n.netns = ns;
+    n.present = owned_name(ns, prefix_of(instance)) && sys::named_netns_exists(ns);
+    if (n.present && with_nodes) {
+      std::string w;
+      auto fd = sys::open_named_netns(ns, w);
+      auto scope = fd ? sys::NetnsScope::enter(fd->get(), w) : std::nullopt;
+      if (scope) fill_interfaces(n, peers[ns]);
+      else n.error = w;
+    }
+    st.nodes.push_back(std::move(n));
+  }
+  return st;
+}
+
+}  // namespace rocelab::fabric

@@ -1,0 +1,99 @@
+// The fabric realiser: a scenario's kernel plan made real through netlink, and taken back.
+// Every namespace and veth pair is written to the instance's state file (a write-ahead log,
+// /run/rocelab/NAME.state) before it is made; a failure rolls back by replaying it, and
+// `down` replays it after anything, including `up` killed with SIGKILL at any instant.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fabric/kernel_plan.h"
+#include "model/scenario.h"
+#include "netlink/route_socket.h"
+#include "sys/netns.h"
+#include "sys/state_log.h"
+
+namespace rocelab::fabric {
+
+std::string state_path(const std::string& instance);
+
+struct UpOptions {
+  std::string scenario_path;                          // recorded in the state file
+  const std::atomic<bool>* cancel = nullptr;          // set by a signal: roll back and stop
+  std::function<void(const std::string&)> progress;   // long fabrics report as they go
+};
+
+// A fabric this process brought up. Destroying the handle leaves the fabric running (it
+// outlives `rocelab up`); down() takes it away.
+class Fabric {
+ public:
+  static std::unique_ptr<Fabric> up(const model::Scenario& s, const UpOptions& o, std::string& why);
+  ~Fabric();
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  bool down(std::string& why);
+  const KernelPlan& plan() const { return plan_; }
+  int netns_fd(size_t node) const { return nodes_[node].netns.get(); }
+  double up_seconds() const { return up_seconds_; }
+  const std::vector<std::string>& notes() const { return notes_; }
+
+ private:
+  struct NodeHandles {
+    sys::Fd netns;
+    std::unique_ptr<netlink::RouteSocket> rtnl;
+    sys::Fd inet;  // for the ethtool ioctl
+  };
+  Fabric(std::string instance, KernelPlan plan) : instance_(std::move(instance)), plan_(std::move(plan)) {}
+  bool build(const UpOptions& o, std::string& why);
+
+  std::string instance_;
+  KernelPlan plan_;
+  std::unique_ptr<sys::StateLog> log_;
+  std::vector<NodeHandles> nodes_;
+  std::vector<std::string> notes_;
+  double up_seconds_ = 0;
+};
+
+struct DownReport {
+  bool found = false;  // a state file existed
+  size_t namespaces = 0;
+  double seconds = 0;
+};
+// Tears an instance down exactly as its state file recorded it. Idempotent: an instance
+// that is not up is not an error (found = false).
+std::optional<DownReport> down_instance(const std::string& instance, std::string& why);
+
+// Instances with a state file.
+std::vector<std::string> list_instances();
+
+struct IfaceStatus {
+  std::string name, peer, mac;
+  std::string state;       // operstate; settles asynchronously (linkwatch) after a change
+  bool admin_up = false;   // IFF_UP
+  bool carrier = false;    // IFF_LOWER_UP: the peer is up too
+  uint32_t mtu = 0;
+  std::vector<std::string> addresses;
+  uint64_t rx_packets = 0, tx_packets = 0, rx_bytes = 0, tx_bytes = 0, rx_dropped = 0, tx_dropped = 0;
+};
+struct NodeStatus {
+  std::string node, netns;
+  bool present = false;
+  std::string error;
+  std::vector<IfaceStatus> interfaces;
+};
+struct InstanceStatus {
+  std::string instance, scenario, started;
+  std::string state;  // "up", or "incomplete" (an `up` still running, or killed: run down)
+  int pid = 0;
+  size_t links = 0;
+  std::vector<NodeStatus> nodes;
+};
+std::optional<InstanceStatus> instance_status(const std::string& instance, bool with_nodes, std::string& why);
+
+}  // namespace rocelab::fabric

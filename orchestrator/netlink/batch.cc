@@ -1,0 +1,238 @@
+#include "netlink/batch.h"
+
+#include <arpa/inet.h>
+#include <linux/fib_rules.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <netlink/addr.h>
+#include <netlink/errno.h>
+#include <netlink/msg.h>
+#include <netlink/netlink.h>
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+#include <netlink/route/neighbour.h>
+#include <netlink/route/nexthop.h>
+#include <netlink/route/route.h>
+#include <netlink/route/rule.h>
+#include <netlink/socket.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include "model/ipv4.h"
+
+namespace rocelab::netlink {
+
+namespace {
+
+// Requests per send: the kernel answers each with an ack, and the acks of one send must
+// fit the socket's receive buffer.
+constexpr size_t kWindow = 128;
+
+template <class T, void (*F)(T*)>
+struct Deleter {
+  void operator()(T* p) const { F(p); }
+};
+using AddrPtr = std::unique_ptr<nl_addr, Deleter<nl_addr, nl_addr_put>>;
+
+AddrPtr v4(uint32_t host_order, int len) {
+  uint32_t be = htonl(host_order);
+  AddrPtr a(nl_addr_build(AF_INET, &be, sizeof be));
+  if (a) nl_addr_set_prefixlen(a.get(), len);
+  return a;
+}
+AddrPtr mac_addr(const Mac& m) { return AddrPtr(nl_addr_build(AF_LLC, m.data(), m.size())); }
+
+std::string v4s(uint32_t a, int len) { return model::format_prefix(model::Ipv4Prefix{a, len}); }
+
+void fill_link(rtnl_link* l, const std::string& name, int ifindex, const Mac& mac, uint32_t mtu) {
+  rtnl_link_set_name(l, name.c_str());
+  rtnl_link_set_ifindex(l, ifindex);
+  rtnl_link_set_mtu(l, mtu);
+  auto a = mac_addr(mac);
+  rtnl_link_set_addr(l, a.get());
+}
+
+}  // namespace
+
+Batch::~Batch() {
+  for (auto& p : pending_) nlmsg_free(p.msg);
+}
+
+void Batch::queue(nl_msg* msg, int build_err, std::string what) {
+  if (build_err < 0 || !msg) {
+    if (build_error_.ok()) build_error_ = Status::from_nl(build_err < 0 ? build_err : -NLE_NOMEM, "build " + what);
+    if (msg) nlmsg_free(msg);
+    return;
+  }
+  pending_.push_back({msg, std::move(what)});
+}
+
+void Batch::add_veth(const VethSpec& v) {
+  std::unique_ptr<rtnl_link, Deleter<rtnl_link, rtnl_link_veth_release>> link(rtnl_link_veth_alloc());
+  if (!link) return queue(nullptr, -NLE_NOMEM, "veth " + v.name);
+  fill_link(link.get(), v.name, v.ifindex, v.mac, v.mtu);
+  // Up at creation saves a request, but only for this end: the kernel configures the peer
+  // before the pair is joined, and a veth without its peer refuses to open (ENOTCONN).
+  rtnl_link_set_flags(link.get(), IFF_UP);
+  rtnl_link* peer = rtnl_link_veth_get_peer(link.get());  // takes a reference
+  fill_link(peer, v.peer_name, v.peer_ifindex, v.peer_mac, v.mtu);
+  rtnl_link_set_ns_fd(peer, v.peer_netns_fd);
+  rtnl_link_put(peer);
+  nl_msg* msg = nullptr;
+  int e = rtnl_link_build_add_request(link.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
+  queue(msg, e, "veth pair " + v.name + " <-> " + v.peer_name);
+}
+
+void Batch::set_up(int ifindex) {
+  nl_msg* msg = nlmsg_alloc_simple(RTM_NEWLINK, 0);
+  ifinfomsg ifi{};
+  ifi.ifi_family = AF_UNSPEC;
+  ifi.ifi_index = ifindex;
+  ifi.ifi_flags = IFF_UP;
+  ifi.ifi_change = IFF_UP;
+  int e = msg ? nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO) : -NLE_NOMEM;
+  queue(msg, e, "set interface " + std::to_string(ifindex) + " up");
+}
+
+void Batch::add_addr(const AddrSpec& a) {
+  std::unique_ptr<rtnl_addr, Deleter<rtnl_addr, rtnl_addr_put>> addr(rtnl_addr_alloc());
+  if (!addr) return queue(nullptr, -NLE_NOMEM, "address");
+  rtnl_addr_set_ifindex(addr.get(), a.ifindex);
+  auto local = v4(a.addr, a.prefix_len);
+  rtnl_addr_set_local(addr.get(), local.get());
+  rtnl_addr_set_prefixlen(addr.get(), a.prefix_len);
+  nl_msg* msg = nullptr;
+  int e = rtnl_addr_build_add_request(addr.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
+  queue(msg, e, "address " + v4s(a.addr, a.prefix_len) + " on interface " + std::to_string(a.ifindex));
+}
+
+void Batch::add_route(const RouteSpec& r) {
+  std::unique_ptr<rtnl_route, Deleter<rtnl_route, rtnl_route_put>> route(rtnl_route_alloc());
+  if (!route) return queue(nullptr, -NLE_NOMEM, "route");
+  rtnl_route_set_family(route.get(), AF_INET);
+  rtnl_route_set_table(route.get(), r.table ? static_cast<uint32_t>(r.table) : RT_TABLE_MAIN);
+  rtnl_route_set_protocol(route.get(), RTPROT_STATIC);
+  rtnl_route_set_scope(route.get(), RT_SCOPE_UNIVERSE);
+  rtnl_route_set_type(route.get(), RTN_UNICAST);
+  auto dst = v4(r.dst, r.prefix_len);
+  rtnl_route_set_dst(route.get(), dst.get());
+  for (const auto& h : r.nexthops) {
+    rtnl_nexthop* nh = rtnl_route_nh_alloc();  // owned by the route once added
+    if (!nh) return queue(nullptr, -NLE_NOMEM, "route");
+    auto gw = v4(h.via, 32);
+    rtnl_route_nh_set_gateway(nh, gw.get());
+    rtnl_route_nh_set_ifindex(nh, h.ifindex);
+    rtnl_route_add_nexthop(route.get(), nh);
+  }
+  nl_msg* msg = nullptr;
+  int e = rtnl_route_build_add_request(route.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
+  queue(msg, e,
+        "route " + v4s(r.dst, r.prefix_len) + (r.table ? " table " + std::to_string(r.table) : std::string()));
+}
+
+void Batch::add_neigh(const NeighSpec& n) {
+  std::unique_ptr<rtnl_neigh, Deleter<rtnl_neigh, rtnl_neigh_put>> neigh(rtnl_neigh_alloc());
+  if (!neigh) return queue(nullptr, -NLE_NOMEM, "neighbour");
+  rtnl_neigh_set_ifindex(neigh.get(), n.ifindex);
+  rtnl_neigh_set_family(neigh.get(), AF_INET);
+  auto dst = v4(n.addr, 32);
+  rtnl_neigh_set_dst(neigh.get(), dst.get());
+  auto ll = mac_addr(n.mac);
+  rtnl_neigh_set_lladdr(neigh.get(), ll.get());
+  rtnl_neigh_set_state(neigh.get(), NUD_PERMANENT);
+  nl_msg* msg = nullptr;
+  int e = rtnl_neigh_build_add_request(neigh.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
+  queue(msg, e, "neighbour " + v4s(n.addr, 32) + " on interface " + std::to_string(n.ifindex));
+}
+
+void Batch::add_rule(const RuleSpec& r) {
+  std::unique_ptr<rtnl_rule, Deleter<rtnl_rule, rtnl_rule_put>> rule(rtnl_rule_alloc());
+  if (!rule) return queue(nullptr, -NLE_NOMEM, "rule");
+  rtnl_rule_set_family(rule.get(), AF_INET);
+  auto src = v4(r.src, 32);
+  rtnl_rule_set_src(rule.get(), src.get());
+  rtnl_rule_set_table(rule.get(), static_cast<uint32_t>(r.table));
+  rtnl_rule_set_prio(rule.get(), static_cast<uint32_t>(r.priority));
+  rtnl_rule_set_action(rule.get(), FR_ACT_TO_TBL);
+  nl_msg* msg = nullptr;
+  int e = rtnl_rule_build_add_request(rule.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
+  queue(msg, e, "rule from " + v4s(r.src, 32) + " lookup " + std::to_string(r.table));
+}
+
+Status Batch::flush() {
+  struct Clear {
+    Batch& b;
+    ~Clear() {
+      for (auto& p : b.pending_) nlmsg_free(p.msg);
+      b.pending_.clear();
+      b.build_error_ = Status::success();
+    }
+  } clear{*this};
+  if (!build_error_.ok()) return build_error_;
+  int fd = nl_socket_get_fd(sock_.get());
+  int one = 1;
+  // Extended acks carry the kernel's own words for a refusal; capped acks stay small.
+  setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
+  setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
+  // Room for a window of acks whatever the namespace's rmem_default; FORCE needs
+  // CAP_NET_ADMIN, which whoever makes fabrics has.
+  int rcvbuf = 1 << 20;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+
+  Status first;
+  size_t first_index = pending_.size();
+  std::vector<char> out, in(1 << 16);
+  for (size_t base = 0; base < pending_.size(); base += kWindow) {
+    size_t end = std::min(pending_.size(), base + kWindow);
+    out.clear();
+    for (size_t i = base; i < end; ++i) {
+      nlmsghdr* h = nlmsg_hdr(pending_[i].msg);
+      h->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
+      h->nlmsg_seq = static_cast<uint32_t>(i + 1);
+      h->nlmsg_pid = 0;
+      const char* p = reinterpret_cast<const char*>(h);
+      out.insert(out.end(), p, p + h->nlmsg_len);
+      out.resize(NLMSG_ALIGN(out.size()));
+    }
+    sockaddr_nl kernel{};
+    kernel.nl_family = AF_NETLINK;
+    ssize_t sent;
+    do sent = sendto(fd, out.data(), out.size(), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel);
+    while (sent < 0 && errno == EINTR);
+    if (sent != static_cast<ssize_t>(out.size()))
+      return Status{NLE_FAILURE, std::string("netlink send: ") + std::strerror(errno)};
+    for (size_t acked = 0; acked < end - base;) {
+      ssize_t n = recv(fd, in.data(), in.size(), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return Status{NLE_FAILURE, std::string("netlink receive: ") + std::strerror(errno)};
+      int len = static_cast<int>(n);
+      for (auto* h = reinterpret_cast<nlmsghdr*>(in.data()); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+        if (h->nlmsg_type != NLMSG_ERROR) continue;
+        ++acked;
+        auto* e = static_cast<nlmsgerr*>(NLMSG_DATA(h));
+        size_t idx = h->nlmsg_seq - 1;
+        if (e->error == 0 || idx >= pending_.size() || idx >= first_index) continue;
+        std::string reason = std::strerror(-e->error);
+        if (h->nlmsg_flags & NLM_F_ACK_TLVS) {
+          // With NETLINK_CAP_ACK the TLVs follow the echoed header directly.
+          auto* attrs = reinterpret_cast<nlattr*>(reinterpret_cast<char*>(e) + sizeof *e);
+          int alen = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof *e));
+          nlattr* tb[NLMSGERR_ATTR_MAX + 1] = {};
+          if (alen > 0 && nla_parse(tb, NLMSGERR_ATTR_MAX, attrs, alen, nullptr) == 0 && tb[NLMSGERR_ATTR_MSG])
+            reason += " (" + std::string(nla_get_string(tb[NLMSGERR_ATTR_MSG])) + ")";
+        }
+        first_index = idx;
+        first = Status{-e->error, pending_[idx].what + ": " + reason};
+      }
+    }
+  }
+  return first;
+}
+
+}  // namespace rocelab::netlink

@@ -1,0 +1,84 @@
+// Batched rtnetlink: requests built with libnl are packed many to a sendmsg and their acks
+// collected afterwards, instead of one round trip per object. The kernel handles the
+// requests of one send in order, so a route may follow the address its gateway needs.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "netlink/route_socket.h"
+
+struct nl_msg;
+
+namespace rocelab::netlink {
+
+using Mac = std::array<uint8_t, 6>;
+
+// IPv4 addresses here are in host byte order, as in the model.
+struct VethSpec {
+  std::string name, peer_name;
+  int ifindex = 0, peer_ifindex = 0;  // requested; each namespace has its own index space
+  Mac mac{}, peer_mac{};
+  uint32_t mtu = 1500;
+  int peer_netns_fd = -1;             // the peer is created straight into this namespace
+};
+struct AddrSpec {
+  int ifindex = 0;
+  uint32_t addr = 0;
+  int prefix_len = 32;
+};
+struct NextHopSpec {
+  uint32_t via = 0;
+  int ifindex = 0;
+};
+struct RouteSpec {
+  uint32_t dst = 0;
+  int prefix_len = 32;
+  int table = 0;  // 0: main
+  std::vector<NextHopSpec> nexthops;
+};
+struct NeighSpec {
+  int ifindex = 0;
+  uint32_t addr = 0;
+  Mac mac{};
+};
+struct RuleSpec {
+  uint32_t src = 0;
+  int table = 0;
+  int priority = 0;
+};
+
+class Batch {
+ public:
+  explicit Batch(RouteSocket& sock) : sock_(sock) {}
+  ~Batch();
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+
+  // Creates the pair with this end up; the peer comes up with set_up() in its namespace.
+  void add_veth(const VethSpec& v);
+  void set_up(int ifindex);
+  void add_addr(const AddrSpec& a);
+  void add_route(const RouteSpec& r);
+  void add_neigh(const NeighSpec& n);
+  void add_rule(const RuleSpec& r);
+  size_t size() const { return pending_.size(); }
+
+  // Sends every queued request and waits for all their acks. The first failure (in request
+  // order) comes back with what it was and the kernel's reason; the batch is empty after.
+  Status flush();
+
+ private:
+  void queue(nl_msg* msg, int build_err, std::string what);
+  struct Pending {
+    nl_msg* msg;
+    std::string what;
+  };
+  RouteSocket& sock_;
+  std::vector<Pending> pending_;
+  Status build_error_;
+};
+
+}  // namespace rocelab::netlink

@@ -1,0 +1,118 @@
+#include "sys/state_log.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace rocelab::sys {
+
+namespace {
+std::string err(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+bool write_all(int fd, const std::string& s) {
+  const char* p = s.data();
+  size_t left = s.size();
+  while (left > 0) {
+    ssize_t n = write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    left -= static_cast<size_t>(n);
+  }
+  return true;
+}
+}  // namespace
+
+bool ensure_state_dir(std::string& why) {
+  if (mkdir(kStateDir, 0755) != 0 && errno != EEXIST) {
+    why = err(std::string("mkdir ") + kStateDir);
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<StateLog> StateLog::create(const std::string& path, const std::string& first_lines,
+                                           std::string& why) {
+  std::string dir = path.substr(0, path.rfind('/'));
+  Fd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0644));
+  if (!fd.valid()) {
+    why = err("create a state file in " + dir);
+    return nullptr;
+  }
+  if (flock(fd.get(), LOCK_EX) != 0 || !write_all(fd.get(), first_lines)) {
+    why = err("write state file " + path);
+    return nullptr;
+  }
+  // The file appears under its name complete and locked, or not at all.
+  std::string proc = "/proc/self/fd/" + std::to_string(fd.get());
+  if (linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW) != 0) {
+    why = errno == EEXIST ? "state file " + path + " exists" : err("link state file " + path);
+    return nullptr;
+  }
+  if (lseek(fd.get(), 0, SEEK_END) < 0) {
+    why = err("seek " + path);
+    return nullptr;
+  }
+  return std::unique_ptr<StateLog>(new StateLog(std::move(fd), path));
+}
+
+std::unique_ptr<StateLog> StateLog::open(const std::string& path, bool lock, std::string& why) {
+  Fd fd(::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC));
+  if (!fd.valid()) {
+    why = err("open state file " + path);
+    return nullptr;
+  }
+  while (lock && flock(fd.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) {
+      why = err("lock state file " + path);
+      return nullptr;
+    }
+  }
+  return std::unique_ptr<StateLog>(new StateLog(std::move(fd), path));
+}
+
+bool StateLog::append(const std::vector<std::string>& lines, std::string& why) {
+  std::string buf;
+  for (const auto& l : lines) buf += l + "\n";
+  if (!write_all(fd_.get(), buf)) {
+    why = err("append to state file " + path_);
+    return false;
+  }
+  return true;
+}
+
+std::vector<std::string> StateLog::lines() const {
+  std::string text;
+  char buf[65536];
+  for (off_t off = 0;;) {
+    ssize_t n = pread(fd_.get(), buf, sizeof buf, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    off += n;
+  }
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t nl; (nl = text.find('\n', start)) != std::string::npos; start = nl + 1)
+    out.push_back(text.substr(start, nl - start));
+  return out;
+}
+
+bool StateLog::removed() const {
+  struct stat st {};
+  return fstat(fd_.get(), &st) == 0 && st.st_nlink == 0;
+}
+
+bool StateLog::remove(std::string& why) {
+  if (unlink(path_.c_str()) != 0 && errno != ENOENT) {
+    why = err("remove state file " + path_);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace rocelab::sys
