@@ -34,6 +34,11 @@ using nlohmann::ordered_json;
 using run::kExitBadInput;
 using run::kExitEnvironment;
 
+void add_instance_option(po::options_description& d) {
+  d.add_options()("instance", po::value<std::string>(),
+                  "instance name instead of the scenario's 'name:' (run two copies side by side)");
+}
+
 void add_scenario_arg(po::options_description& d) {
   d.add_options()("scenario", po::value<std::string>(), "scenario file (YAML)");
 }
@@ -47,7 +52,19 @@ std::optional<model::Scenario> load(const po::variables_map& vm, const Globals& 
   const std::string path = vm["scenario"].as<std::string>();
   spdlog::debug("loading {}", path);
   auto res = model::load_scenario_file(path);
-  if (res.ok()) return std::move(res.scenario);
+  if (res.ok()) {
+    if (vm.count("instance")) {
+      const std::string name = vm["instance"].as<std::string>();
+      if (!model::is_instance_name(name)) {
+        std::cerr << "rocelab: --instance: '" << name.substr(0, 64)
+                  << "' is not an instance name (lower-case letters, digits and '-', at most "
+                  << model::kInstanceNameMax << " characters)\n";
+        return std::nullopt;
+      }
+      res.scenario->name = name;
+    }
+    return std::move(res.scenario);
+  }
   auto diags = res.diags.sorted();
   if (g.json) {
     ordered_json errs = ordered_json::array();
@@ -336,6 +353,7 @@ const std::vector<Command>& commands() {
        [](po::options_description& d) {
          d.add_options()("out", po::value<std::string>(), "run directory (default runs/NAME-TIMESTAMP)")(
              "model-only", "make no fabric: evaluate the model's metrics and assertions only (no root needed)");
+         add_instance_option(d);
          add_scenario_arg(d);
        },
        cmd_run},
@@ -346,8 +364,13 @@ const std::vector<Command>& commands() {
        "namespace and link is written to /run/rocelab/NAME.state before it is made; an error\n"
        "or Ctrl-C rolls back, and 'rocelab down' cleans up after anything, even a kill -9.\n"
        "NAME is the scenario's 'name:' (default: from the file name). Needs root.",
-       "sudo rocelab up scenarios/quickstart.yaml && sudo ip netns exec rl-quickstart.host1 ip route",
-       add_scenario_arg, cmd_up},
+       "sudo rocelab up scenarios/quickstart.yaml && sudo ip netns exec rl-quickstart.host1 ip route\n"
+       "  sudo rocelab up --name qs2 scenarios/quickstart.yaml   # a second copy beside the first",
+       [](po::options_description& d) {
+         add_instance_option(d);
+         add_scenario_arg(d);
+       },
+       cmd_up},
       {"down", "[NAME]", "tear down a running fabric, exactly as its state file recorded it",
        "Replays instance NAME's state file, removing what it records and nothing else, then the\n"
        "state file. Idempotent: an instance that is not up is not an error. Without NAME, the\n"

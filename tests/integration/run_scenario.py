@@ -17,7 +17,9 @@ def main():
     out = tempfile.mkdtemp(prefix="rocelab-scenario-")
     try:
         run_dir = os.path.join(out, "run")
-        r = subprocess.run([rocelab, "run", "--out", run_dir, scenario], timeout=540)
+        # Its own instance name: the user may have this scenario up, or another test runs it.
+        instance = f"t{os.getpid()}"
+        r = subprocess.run([rocelab, "run", "--instance", instance, "--out", run_dir, scenario], timeout=540)
         if r.returncode != 0 and os.path.exists(os.path.join(run_dir, "junit.xml")):
             with open(os.path.join(run_dir, "junit.xml")) as f:
                 sys.stdout.write(f.read())
