@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Fabrics in the kernel (root): up, reachability checked independently of rocelab, seeded
+ECMP, crash safety of the write-ahead state file, and teardown that leaves nothing.
+
+Usage: fabric_test.py --rocelab PATH --source REPO_DIR
+Every instance name carries this process's PID, so parallel tests never share objects, and
+every test takes its instance down in tearDown, even when it fails.
+"""
+import argparse
+import ctypes
+import ipaddress
+import json
+import os
+import random
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROCELAB = ""
+SOURCE = ""
+PID = os.getpid()
+IS_ROOT = os.geteuid() == 0
+STATE_DIR = "/run/rocelab"
+NETNS_DIR = "/run/netns"
+
+libc = ctypes.CDLL("libc.so.6", use_errno=True)
+CLONE_NEWNET = 0x40000000
+
+
+def rocelab(*args, timeout=300):
+    return subprocess.run([ROCELAB, *args], capture_output=True, text=True, timeout=timeout)
+
+
+class InNetns:
+    """This (single-threaded) process inside a testbed namespace, and back afterwards."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        self.home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        fd = os.open(os.path.join(NETNS_DIR, self.name), os.O_RDONLY)
+        try:
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise OSError(ctypes.get_errno(), f"setns {self.name}")
+        finally:
+            os.close(fd)
+
+    def __exit__(self, *exc):
+        if libc.setns(self.home, CLONE_NEWNET) != 0:
+            os._exit(99)  # never go on in the wrong namespace
+        os.close(self.home)
+
+
+def leftovers(instance):
+    """Everything of an instance visible from the machine's namespace."""
+    left = [n for n in os.listdir(NETNS_DIR) if n.startswith(f"rl-{instance}.")] if os.path.isdir(NETNS_DIR) else []
+    if os.path.exists(f"{STATE_DIR}/{instance}.state"):
+        left.append("state file")
+    return left
+
+
+def resolved(path):
+    r = rocelab("validate", "--resolved", "-j", path)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def host_nics(doc):
+    """(host, ifname, address) of every host NIC, from the resolved scenario."""
+    kind = {n["name"]: n["kind"] for n in doc["nodes"]}
+    out = []
+    for link in doc["links"]:
+        net = ipaddress.ip_network(link["subnet"])
+        for i, ep in enumerate(link["endpoints"]):
+            node, ifname = ep.split(":")
+            if kind[node] == "host":
+                out.append((node, ifname, str(net.network_address + i)))
+    return out
+
+
+def icmp_echo(ident, seq):
+    hdr = struct.pack("!BBHHH", 8, 0, 0, ident, seq) + b"fabric-test"
+    s = sum(struct.unpack(f"!{len(hdr) // 2}H", hdr[: len(hdr) // 2 * 2])) + (hdr[-1] << 8 if len(hdr) % 2 else 0)
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return hdr[:2] + struct.pack("!H", ~s & 0xFFFF) + hdr[4:]
+
+
+def ping_all(instance, nics):
+    """Pings every host NIC from every other host's NICs; returns the pairs that failed."""
+    socks = []
+    for host, ifname, addr in nics:
+        with InNetns(f"rl-{instance}.{host}"):
+            s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+            s.bind((addr, 0))
+            s.setblocking(False)
+            socks.append(s)
+    want = {(i, j) for i in range(len(nics)) for j in range(len(nics)) if nics[i][0] != nics[j][0]}
+    got = set()
+    ident = PID & 0xFFFF
+    for _ in range(3):
+        for i, j in want - got:
+            socks[i].sendto(icmp_echo(ident, j), (nics[j][2], 0))
+        deadline = time.time() + 1.0
+        while time.time() < deadline and got != want:
+            for i, s in enumerate(socks):
+                try:
+                    while True:
+                        data = s.recv(256)
+                        ihl = (data[0] & 0x0F) * 4
+                        typ, _, _, rid, seq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
+                        src = socket.inet_ntoa(data[12:16])
+                        if typ == 0 and rid == ident and seq < len(nics) and nics[seq][2] == src:
+                            got.add((i, seq))
+                except BlockingIOError:
+                    pass
+            time.sleep(0.005)
+        if got == want:
+            break
+    for s in socks:
+        s.close()
+    return sorted(f"{nics[i][0]}:{nics[i][1]} -> {nics[j][0]}:{nics[j][1]}" for i, j in want - got), len(want)
+
+
+def link_counters(ns, ifname):
+    r = subprocess.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", ifname],
+                       capture_output=True, text=True, check=True)
+    return json.loads(r.stdout)[0]["stats64"]["rx"]["packets"]
+
+
+@unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")
+class Fabric(unittest.TestCase):
+    instance = f"f{PID}"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-fabric-")
+
+    def tearDown(self):
+        rocelab("down", self.instance)
+        subprocess.run(["rm", "-rf", self.tmp])
+        self.assertEqual(leftovers(self.instance), [])
+
+    def scenario(self, body, name=None):
+        path = os.path.join(self.tmp, "s.yaml")
+        with open(path, "w") as f:
+            f.write(f"name: {name or self.instance}\nscale: 1000\n{body}")
+        return path
+
+    def up(self, path):
+        r = rocelab("up", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def down_leaves_nothing(self):
+        before = set(os.listdir("/sys/class/net"))
+        r = rocelab("down", self.instance)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(leftovers(self.instance), [])
+        self.assertEqual(set(os.listdir("/sys/class/net")), before)  # never touched the host's
+
+    def check_topology(self, fabric, expect_nics):
+        path = self.scenario(f"fabric: {fabric}\n")
+        host_links = set(os.listdir("/sys/class/net"))
+        self.up(path)
+        self.assertEqual(set(os.listdir("/sys/class/net")), host_links)  # nothing in the host's namespace
+        nics = host_nics(resolved(path))
+        self.assertEqual(len(nics), expect_nics)
+        failed, pairs = ping_all(self.instance, nics)
+        self.assertEqual(failed, [], f"{len(failed)} of {pairs} pairs unreachable")
+        self.down_leaves_nothing()
+
+    def test_leaf_spine_2x2x2(self):
+        self.check_topology("{type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}", 4)
+
+    def test_rail_optimized_two_nics_per_host(self):
+        self.check_topology("{type: rail-optimized, rails: 2, hosts: 4, spines: 2}", 8)
+
+    def test_fat_tree_k4(self):
+        self.check_topology("{type: fat-tree, k: 4}", 16)
+
+    def flow_map(self, path, flows=64):
+        """Which spine carries each of `flows` UDP flows from host1 to host2."""
+        self.up(path)
+        try:
+            nics = {h: a for h, _, a in host_nics(resolved(path))}
+            spines = [f"rl-{self.instance}.spine{i}" for i in (1, 2)]
+            with InNetns(f"rl-{self.instance}.host1"):
+                socks = []
+                for i in range(flows):
+                    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                    s.bind((nics["host1"], 40000 + i))
+                    socks.append(s)
+            mapping = []
+            for s in socks:
+                before = [link_counters(sp, "leaf1") for sp in spines]
+                for _ in range(3):
+                    s.sendto(b"x" * 64, (nics["host2"], 7777))
+                time.sleep(0.01)
+                after = [link_counters(sp, "leaf1") for sp in spines]
+                delta = [a - b for a, b in zip(after, before)]
+                self.assertEqual(sorted(delta), [0, 3], f"a flow must stay on one spine: {delta}")
+                mapping.append(delta.index(3))
+                s.close()
+            return mapping
+        finally:
+            self.down_leaves_nothing()
+
+    def test_ecmp_spreads_flows_and_is_reproducible_with_a_seed(self):
+        path = self.scenario("seed: 7\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 1}\n")
+        first = self.flow_map(path)
+        share = first.count(0) / len(first)
+        self.assertTrue(0.25 <= share <= 0.75, f"spine1 carries {share:.0%} of 64 flows")
+        second = self.flow_map(path)
+        self.assertEqual(first, second, "same seed, same flow -> spine map")
+        print(f"\nECMP: spine1 {first.count(0)}/64, spine2 {first.count(1)}/64, identical on rerun",
+              file=sys.stderr)
+
+    def test_a_hostile_state_file_cannot_remove_other_namespaces(self):
+        victim = f"rl-v{PID}.x"
+        subprocess.run(["ip", "netns", "add", victim], check=True)
+        try:
+            os.makedirs(STATE_DIR, exist_ok=True)
+            with open(f"{STATE_DIR}/{self.instance}.state", "w") as f:
+                f.write(f"rocelab-state 1\ninstance {self.instance}\nnetns {victim} x\nnetns ../../etc x\n")
+            r = rocelab("down", self.instance)
+            self.assertEqual(r.returncode, 4)
+            self.assertIn("left alone", r.stderr)
+            self.assertTrue(os.path.exists(f"{NETNS_DIR}/{victim}"))
+        finally:
+            subprocess.run(["ip", "netns", "del", victim])
+            if os.path.exists(f"{STATE_DIR}/{self.instance}.state"):
+                os.unlink(f"{STATE_DIR}/{self.instance}.state")
+
+    def test_hostile_names_never_reach_the_kernel(self):
+        for bad in ["../../x", "a/b", "$(reboot)", "x" * 100_000, "a b", "-x"]:
+            path = self.scenario("fabric: {type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 1}\n",
+                                 name=json.dumps(bad))
+            r = rocelab("up", path)
+            self.assertEqual(r.returncode, 3, bad[:20])
+            nodes = self.scenario(f"nodes:\n  - {{name: {json.dumps(bad)}, kind: switch}}\n"
+                                  "  - {name: h, kind: host}\nlinks:\n  - {endpoints: [h, " + json.dumps(bad) + "]}\n")
+            r = rocelab("up", nodes)
+            self.assertEqual(r.returncode, 3, bad[:20])
+        self.assertEqual([n for n in os.listdir(NETNS_DIR) if "reboot" in n or "/" in n or len(n) > 200], [])
+        self.assertEqual(leftovers(self.instance), [])
+
+
+@unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")
+class CrashSafety(unittest.TestCase):
+    """`up` killed with SIGKILL anywhere; `down` must still leave nothing."""
+
+    instance = f"c{PID}"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-crash-")
+        self.path = os.path.join(self.tmp, "s.yaml")
+        with open(self.path, "w") as f:
+            f.write(f"name: {self.instance}\nscale: 1000\n"
+                    "fabric: {type: leaf-spine, spines: 4, leaves: 8, hosts_per_leaf: 4}\n")
+
+    def tearDown(self):
+        rocelab("down", self.instance)
+        subprocess.run(["rm", "-rf", self.tmp])
+        self.assertEqual(leftovers(self.instance), [])
+
+    def log_objects(self):
+        try:
+            with open(f"{STATE_DIR}/{self.instance}.state") as f:
+                lines = f.read().split("\n")[:-1]  # a torn last line was never acted on
+        except FileNotFoundError:
+            return None, False
+        return sum(1 for l in lines if l.startswith(("netns ", "veth "))), any(l.startswith("ready") for l in lines)
+
+    def down_cleans(self, what):
+        r = rocelab("down", self.instance)
+        self.assertEqual(r.returncode, 0, f"{what}: {r.stderr}")
+        self.assertEqual(leftovers(self.instance), [], what)
+
+    def test_kills_at_seeded_uniform_moments(self):
+        t0 = time.monotonic()
+        r = rocelab("up", self.path)
+        duration = time.monotonic() - t0
+        self.assertEqual(r.returncode, 0, r.stderr)
+        total, _ = self.log_objects()
+        self.down_cleans("after a full up")
+        rng = random.Random(20261122)
+        landed, trials = 0, 0
+        while landed < 15 and trials < 80:
+            trials += 1
+            p = subprocess.Popen([ROCELAB, "up", self.path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0, duration))
+            p.send_signal(signal.SIGKILL)
+            p.wait()
+            n, ready = self.log_objects()
+            if n and not ready and n < total:
+                landed += 1
+            self.down_cleans(f"trial {trials} ({n} of {total} objects logged, ready={ready})")
+        print(f"\ncrash: {trials} kills, {landed} between the first and last object "
+              f"(up takes {duration * 1000:.0f} ms, {total} objects)", file=sys.stderr)
+        self.assertGreaterEqual(landed, 15)
+
+    def test_kill_when_the_log_holds_k_entries(self):
+        r = rocelab("up", self.path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        total, _ = self.log_objects()
+        self.down_cleans("after a full up")
+        namespaces = 44
+        exact = 0
+        # Namespaces are logged one by one, veth pairs in one batch: the distinct states are
+        # k = 1..44 namespaces, then all veths.
+        for k in list(range(1, namespaces + 1)) + [total]:
+            p = subprocess.Popen([ROCELAB, "up", self.path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            killed = False
+            while p.poll() is None:
+                n, ready = self.log_objects()
+                if n is not None and n >= k:
+                    p.send_signal(signal.SIGKILL)
+                    killed = True
+                    break
+            p.wait()
+            n, ready = self.log_objects()
+            self.assertTrue(killed and p.returncode == -signal.SIGKILL, f"k={k}: up finished first")
+            self.assertFalse(ready, f"k={k}")
+            self.assertGreaterEqual(n, k)
+            exact += n == k
+            self.down_cleans(f"k={k} (log held {n})")
+        print(f"\ncrash: killed at k = 1..{namespaces} and {total}; log held exactly k in {exact} of "
+              f"{namespaces + 1} kills", file=sys.stderr)
+
+
+def main():
+    global ROCELAB, SOURCE
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rocelab", required=True)
+    ap.add_argument("--source", required=True)
+    args, rest = ap.parse_known_args()
+    ROCELAB, SOURCE = os.path.abspath(args.rocelab), os.path.abspath(args.source)
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()
