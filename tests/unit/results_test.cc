@@ -84,7 +84,7 @@ TEST(Results, UndecidedAssertionIsAnErrorNotAPass) {
 TEST(Run, PassingRunWritesTheRunDirectoryAndExitsZero) {
   TempDir t;
   auto s = rocelab::testing::must_load(std::string(kFabric) + "expect:\n  - hosts == 4\n");
-  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string()});
+  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string(), .model_only = true});
   EXPECT_EQ(rep.exit_code, run::kExitPass) << rep.error;
   for (const char* f : {"resolved.json", "results.json", "events.jsonl", "junit.xml"})
     EXPECT_TRUE(fs::exists(t.path / "run" / f)) << f;
@@ -112,7 +112,7 @@ TEST(Run, PassingRunWritesTheRunDirectoryAndExitsZero) {
 TEST(Run, FailingAssertionExitsOne) {
   TempDir t;
   auto s = rocelab::testing::must_load(std::string(kFabric) + "expect:\n  - hosts == 4\n  - switches == 5\n");
-  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string()});
+  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string(), .model_only = true});
   EXPECT_EQ(rep.exit_code, run::kExitAssertion);
   EXPECT_EQ(rep.outcome, "fail");
 }
@@ -121,7 +121,7 @@ TEST(Run, RefusesANonEmptyRunDirectory) {
   TempDir t;
   std::ofstream(t.path / "keep") << "x";
   auto s = rocelab::testing::must_load(kFabric);
-  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = t.path.string()});
+  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = t.path.string(), .model_only = true});
   EXPECT_EQ(rep.exit_code, run::kExitEnvironment);
   EXPECT_NE(rep.error.find("not empty"), std::string::npos) << rep.error;
   EXPECT_EQ(slurp(t.path / "keep"), "x");
@@ -131,7 +131,7 @@ TEST(Run, WorkloadsBeforeTheirEngineExistIsAnEnvironmentError) {
   TempDir t;
   auto s = rocelab::testing::must_load(std::string(kFabric) +
                               "workloads:\n  - {name: bw, type: write_bw, from: host1, to: host3}\n");
-  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string()});
+  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string(), .model_only = true});
   EXPECT_EQ(rep.exit_code, run::kExitEnvironment);
   EXPECT_NE(rep.error.find("not built yet"), std::string::npos) << rep.error;
 }

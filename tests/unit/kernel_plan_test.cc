@@ -1,0 +1,95 @@
+// The kernel plan of a fabric, checked without a kernel: what the realiser will ask for.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "fabric/kernel_plan.h"
+#include "test_util.h"
+
+using namespace rocelab;
+using namespace rocelab::testing;
+
+namespace {
+const char* kRail = R"(name: kp
+scale: 1000
+seed: 42
+fabric: {type: rail-optimized, rails: 2, hosts: 4, spines: 2}
+)";
+}
+
+TEST(KernelPlan, PortsPeersAndMacsAgreeAcrossEveryLink) {
+  auto s = must_load(kRail);
+  auto kp = fabric::plan_kernel(s);
+  ASSERT_EQ(kp.nodes.size(), s.nodes.size());
+  ASSERT_EQ(kp.veths.size(), s.links.size());
+  std::set<std::string> macs;
+  for (size_t x = 0; x < kp.nodes.size(); ++x) {
+    const auto& n = kp.nodes[x];
+    EXPECT_EQ(n.netns, "rl-kp." + n.node);
+    std::set<int> ifindexes;
+    for (const auto& p : n.ports) {
+      EXPECT_GE(p.ifindex, fabric::kFirstPortIfindex);
+      EXPECT_TRUE(ifindexes.insert(p.ifindex).second) << n.node;
+      EXPECT_TRUE(macs.insert(fabric::format_mac(p.mac)).second) << "duplicate MAC " << fabric::format_mac(p.mac);
+      EXPECT_EQ(p.mac[0], 0x02) << "locally administered unicast";
+      // The peer's view of this link mirrors ours.
+      const auto& peer = kp.nodes[p.peer_node];
+      auto it = std::find_if(peer.ports.begin(), peer.ports.end(), [&](const auto& q) { return q.link == p.link; });
+      ASSERT_NE(it, peer.ports.end());
+      EXPECT_EQ(it->ifname, p.peer_ifname);
+      EXPECT_EQ(it->ifindex, p.peer_ifindex);
+      EXPECT_EQ(it->addr, p.peer_addr);
+      EXPECT_EQ(it->mac, p.peer_mac);
+      EXPECT_EQ(it->peer_mac, p.mac);
+      EXPECT_NE(it->made_here, p.made_here) << "exactly one end creates the pair";
+      EXPECT_EQ(p.addr ^ p.peer_addr, 1u) << "the two ends of a /31";
+    }
+  }
+}
+
+TEST(KernelPlan, RoutesUseThePortIfindexesAndMultiNicHostsGetRules) {
+  auto s = must_load(kRail);
+  auto kp = fabric::plan_kernel(s);
+  const auto& host1 = kp.nodes[*s.find_node("host1")];
+  std::map<int, std::string> port_of;
+  for (const auto& p : host1.ports) port_of[p.ifindex] = p.ifname;
+  ASSERT_EQ(host1.rules.size(), 2u);
+  EXPECT_EQ(host1.rules[0].priority, fabric::kFirstRulePriority);
+  EXPECT_EQ(host1.rules[1].priority, fabric::kFirstRulePriority + 1);
+  EXPECT_EQ(host1.rules[0].src, host1.ports[0].addr);
+  for (const auto& r : host1.routes)
+    for (const auto& h : r.nexthops) EXPECT_TRUE(port_of.count(h.ifindex)) << "next hop on a port of host1";
+  // The per-NIC table sends the whole pool out of that NIC.
+  int table = host1.rules[1].table;
+  auto it = std::find_if(host1.routes.begin(), host1.routes.end(), [&](const auto& r) { return r.table == table; });
+  ASSERT_NE(it, host1.routes.end());
+  EXPECT_EQ(it->prefix_len, s.pool.len);
+  ASSERT_EQ(it->nexthops.size(), 1u);
+  EXPECT_EQ(port_of[it->nexthops[0].ifindex], host1.ports[1].ifname);
+}
+
+TEST(KernelPlan, SysctlsAndSeedsPerNode) {
+  auto s = must_load(kRail);
+  auto kp = fabric::plan_kernel(s);
+  std::set<uint32_t> seeds;
+  for (const auto& n : kp.nodes) {
+    EXPECT_NE(n.hash_seed, 0u) << "0 would mean a random seed";
+    seeds.insert(n.hash_seed);
+    std::map<std::string, std::string> v(n.sysctls.begin(), n.sysctls.end());
+    EXPECT_EQ(v["net/ipv4/conf/all/forwarding"], n.host ? "0" : "1") << n.node;
+    EXPECT_EQ(v["net/ipv4/fib_multipath_hash_policy"], "1");
+    EXPECT_EQ(v["net/ipv4/fib_multipath_hash_seed"], std::to_string(n.hash_seed));
+    EXPECT_EQ(v["net/ipv6/conf/default/disable_ipv6"], "1");
+    EXPECT_EQ(v["net/ipv4/conf/default/rp_filter"], "0");
+  }
+  EXPECT_EQ(seeds.size(), kp.nodes.size()) << "per-node seeds avoid hash polarisation";
+  // The same scenario seed gives the same plan; another seed, other MACs and hash seeds.
+  auto again = fabric::plan_kernel(must_load(kRail));
+  EXPECT_EQ(again.nodes[3].hash_seed, kp.nodes[3].hash_seed);
+  EXPECT_EQ(again.nodes[3].ports[0].mac, kp.nodes[3].ports[0].mac);
+  std::string other = kRail;
+  other.replace(other.find("seed: 42"), 8, "seed: 43");
+  auto diff = fabric::plan_kernel(must_load(other));
+  EXPECT_NE(diff.nodes[3].hash_seed, kp.nodes[3].hash_seed);
+}

@@ -1,0 +1,71 @@
+// The write-ahead state file: appears complete or not at all, refuses a second creator,
+// survives torn writes, and teardown sees what was appended.
+#include <gtest/gtest.h>
+#include <sys/file.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sys/state_log.h"
+
+using namespace rocelab;
+namespace fs = std::filesystem;
+
+class StateLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/rocelab-statelog-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    path_ = dir_ + "/x.state";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string dir_, path_;
+};
+
+TEST_F(StateLogTest, CreateAppendReadRemove) {
+  std::string why;
+  auto log = sys::StateLog::create(path_, "head 1\nhead 2\n", why);
+  ASSERT_TRUE(log) << why;
+  ASSERT_TRUE(log->append({"netns a", "netns b"}, why)) << why;
+  auto reader = sys::StateLog::open(path_, false, why);
+  ASSERT_TRUE(reader) << why;
+  EXPECT_EQ(reader->lines(), (std::vector<std::string>{"head 1", "head 2", "netns a", "netns b"}));
+  EXPECT_FALSE(reader->removed());
+  ASSERT_TRUE(log->remove(why));
+  EXPECT_TRUE(reader->removed());
+  EXPECT_FALSE(fs::exists(path_));
+}
+
+TEST_F(StateLogTest, ASecondCreatorIsRefused) {
+  std::string why;
+  auto first = sys::StateLog::create(path_, "a\n", why);
+  ASSERT_TRUE(first);
+  auto second = sys::StateLog::create(path_, "b\n", why);
+  EXPECT_FALSE(second);
+  EXPECT_NE(why.find("exists"), std::string::npos) << why;
+  EXPECT_EQ(first->lines(), std::vector<std::string>{"a"});
+}
+
+TEST_F(StateLogTest, TheFileIsLockedFromTheMomentItAppears) {
+  std::string why;
+  auto log = sys::StateLog::create(path_, "a\n", why);
+  ASSERT_TRUE(log);
+  int fd = ::open(path_.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  EXPECT_NE(flock(fd, LOCK_EX | LOCK_NB), 0) << "an up in progress holds the lock";
+  log.reset();  // the creator is gone (as if killed): the lock goes with it
+  EXPECT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+  close(fd);
+}
+
+TEST_F(StateLogTest, ATornLastLineIsIgnored) {
+  std::string why;
+  auto log = sys::StateLog::create(path_, "a\n", why);
+  ASSERT_TRUE(log);
+  std::ofstream(path_, std::ios::app) << "netns half-writ";
+  auto reader = sys::StateLog::open(path_, false, why);
+  ASSERT_TRUE(reader);
+  EXPECT_EQ(reader->lines(), std::vector<std::string>{"a"});
+}
