@@ -12,6 +12,10 @@ PKGS=(
   nlohmann-json3-dev libgtest-dev libgmock-dev
   iproute2 python3
 )
+# `setup.sh --bench` adds what bench/ compares against (Mininet with Linux bridges).
+if [ "${1:-}" = "--bench" ]; then
+  PKGS+=(mininet bridge-utils)
+fi
 # Ubuntu ships bpftool inside linux-tools; Debian as its own package.
 if grep -qi ubuntu /etc/os-release 2>/dev/null; then
   PKGS=("${PKGS[@]/bpftool/linux-tools-common}")
