@@ -78,6 +78,12 @@ KernelPlan plan_kernel(const model::Scenario& s) {
       (s.links[li].a.node == x ? port_of[li].first : port_of[li].second) = p;
     }
 
+  // Fabric-wide slot of every (node, port), in node then port order.
+  std::vector<size_t> first_slot(s.nodes.size());
+  for (size_t x = 0; x < s.nodes.size(); ++x) {
+    first_slot[x] = kp.ports;
+    kp.ports += s.nodes[x].ports.size();
+  }
   for (size_t x = 0; x < s.nodes.size(); ++x) {
     const model::Node& n = s.nodes[x];
     NodePlan& np = kp.nodes[x];
@@ -96,7 +102,8 @@ KernelPlan plan_kernel(const model::Scenario& s) {
       size_t peer_port = l.a.node == x ? port_of[li].second : port_of[li].first;
       PortPlan pp;
       pp.ifname = me.ifname;
-      pp.ifindex = kFirstPortIfindex + static_cast<int>(p);
+      pp.slot = first_slot[x] + p;
+      pp.ifindex = kFirstPortIfindex + static_cast<int>(pp.slot);
       pp.mac = port_mac(s.seed, x, p);
       pp.addr = me.addr;
       pp.mtu = l.mtu;
@@ -104,7 +111,7 @@ KernelPlan plan_kernel(const model::Scenario& s) {
       pp.made_here = l.a.node == x;
       pp.peer_node = peer.node;
       pp.peer_ifname = peer.ifname;
-      pp.peer_ifindex = kFirstPortIfindex + static_cast<int>(peer_port);
+      pp.peer_ifindex = kFirstPortIfindex + static_cast<int>(first_slot[peer.node] + peer_port);
       pp.peer_addr = peer.addr;
       pp.peer_mac = port_mac(s.seed, peer.node, peer_port);
       ifindex_of[pp.ifname] = pp.ifindex;

@@ -15,14 +15,18 @@
 namespace rocelab::fabric {
 
 // Requested ifindexes start high: a new namespace may already hold fallback tunnel devices
-// (tunl0, sit0, ...) at low indexes when their modules are loaded.
+// (tunl0, sit0, ...) at low indexes when their modules are loaded. Each namespace has its
+// own index space, yet every port gets an index unique across the whole fabric: the BPF
+// programs (loaded once, attached to every port) find a port's counters and settings by
+// skb->ifindex alone. Must equal RL_FIRST_PORT_IFINDEX in ebpf/rocelab_abi.h.
 inline constexpr int kFirstPortIfindex = 1000;
 inline constexpr int kLoopbackIfindex = 1;
 inline constexpr int kFirstRulePriority = 100;
 
 struct PortPlan {
   std::string ifname;
-  int ifindex = 0;
+  int ifindex = 0;     // kFirstPortIfindex + slot
+  size_t slot = 0;     // the port's index across the fabric (counters, settings)
   netlink::Mac mac{};
   uint32_t addr = 0;  // of a /31
   uint32_t mtu = 0;
@@ -52,6 +56,7 @@ struct VethPlan {
 };
 
 struct KernelPlan {
+  size_t ports = 0;             // slots in use
   std::vector<NodePlan> nodes;  // same order as Scenario::nodes
   std::vector<VethPlan> veths;  // same order as Scenario::links
 };

@@ -24,12 +24,15 @@ TEST(KernelPlan, PortsPeersAndMacsAgreeAcrossEveryLink) {
   ASSERT_EQ(kp.nodes.size(), s.nodes.size());
   ASSERT_EQ(kp.veths.size(), s.links.size());
   std::set<std::string> macs;
+  std::set<int> ifindexes;  // unique across the fabric, not only per namespace
+  size_t ports = 0;
   for (size_t x = 0; x < kp.nodes.size(); ++x) {
     const auto& n = kp.nodes[x];
     EXPECT_EQ(n.netns, "rl-kp." + n.node);
-    std::set<int> ifindexes;
     for (const auto& p : n.ports) {
-      EXPECT_GE(p.ifindex, fabric::kFirstPortIfindex);
+      ++ports;
+      EXPECT_EQ(p.ifindex, fabric::kFirstPortIfindex + static_cast<int>(p.slot));
+      EXPECT_LT(p.slot, kp.ports);
       EXPECT_TRUE(ifindexes.insert(p.ifindex).second) << n.node;
       EXPECT_TRUE(macs.insert(fabric::format_mac(p.mac)).second) << "duplicate MAC " << fabric::format_mac(p.mac);
       EXPECT_EQ(p.mac[0], 0x02) << "locally administered unicast";
@@ -46,6 +49,8 @@ TEST(KernelPlan, PortsPeersAndMacsAgreeAcrossEveryLink) {
       EXPECT_EQ(p.addr ^ p.peer_addr, 1u) << "the two ends of a /31";
     }
   }
+  EXPECT_EQ(ports, kp.ports);
+  EXPECT_EQ(kp.ports, 2 * s.links.size());
 }
 
 TEST(KernelPlan, RoutesUseThePortIfindexesAndMultiNicHostsGetRules) {
