@@ -1,9 +1,12 @@
-/* The ABI between rocelab's BPF programs and its C++ side: map value layouts and counter
- * indices. Included by both; fixed-width types only, no padding left implicit. */
+/* The ABI between rocelab's BPF programs and its C++ side: map value layouts, counter
+ * indices and named reasons. Included by both; fixed-width types only, no padding left
+ * implicit (every struct is a multiple of 8 bytes and says so with a static assert). */
 #ifndef ROCELAB_ABI_H
 #define ROCELAB_ABI_H
 
+#ifndef __VMLINUX_H__
 #include <linux/types.h>
+#endif
 
 /* doctor.bpf.c: what the capability probe saw (one array slot). */
 struct rl_probe_stats {
@@ -15,5 +18,74 @@ struct rl_probe_stats {
 
 /* A verdict the probe returns when everything worked: TC_ACT_OK. */
 #define RL_PROBE_VERDICT 0
+
+/* ---- port programs (egress.bpf.c, ingress.bpf.c) ------------------------------------ */
+
+#define RL_NUM_PRIO 8
+/* Every testbed port has ifindex RL_FIRST_PORT_IFINDEX + slot, unique across the fabric,
+ * so one loaded program serves all ports. (fabric/kernel_plan.h: kFirstPortIfindex.) */
+#define RL_FIRST_PORT_IFINDEX 1000
+/* HTB layout on every port: root 1:, parent class 1:1 at the emulated link rate, one leaf
+ * class per priority 1:(RL_CLASS_BASE + prio). skb->priority = 1:0 is HTB's direct queue:
+ * control frames (PFC, the agent's frames) go there, ahead of every data queue. */
+#define RL_HTB_MAJOR 1
+#define RL_CLASS_BASE 0x10
+#define RL_CLASSID(prio) ((RL_HTB_MAJOR << 16) | (RL_CLASS_BASE + (prio)))
+#define RL_DIRECT_CLASSID (RL_HTB_MAJOR << 16)
+
+/* Why a packet was dropped; C++ names them in rl_drop_names (bpf/port_programs.h). */
+enum rl_drop_reason {
+	RL_DROP_QUEUE_FULL = 0, /* the queue held its limit (lossy tail drop) */
+	RL_DROP_WRED = 1,       /* non-ECT packet on a lossy ECN queue, at the marking probability */
+	RL_DROP_HEADROOM = 2,   /* lossless: beyond what the queue may hold (with PFC: XOFF + headroom) */
+	RL_DROP__USED = 3,      /* reasons defined so far; the PFC watchdog's comes later */
+	RL_DROP__MAX = 6,
+};
+
+/* Counters of one (port, priority): array slot port_slot * RL_NUM_PRIO + prio. tx counts
+ * what egress admitted into the port's queue; the shaper's own count is HTB's. */
+struct rl_counters {
+	__u64 tx_packets;
+	__u64 tx_bytes;
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 ecn_marked;
+	__u64 drops[RL_DROP__MAX];
+	__u64 pfc_tx;   /* PFC frames sent for this priority (next issue) */
+	__u64 pfc_rx;   /* PFC frames received for this priority (next issue) */
+	__u64 pad;
+};
+
+/* The ECN curve of one priority: probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin)
+ * up to kmax, 1 above kmax; q = bytes queued ahead of the packet (DESIGN.md §2). */
+struct rl_ecn_curve {
+	__u32 kmin;     /* bytes */
+	__u32 kmax;     /* bytes */
+	__u32 pmax;     /* probability * 2^32, saturated at 0xffffffff */
+	__u32 enabled;  /* 0: no marking (and no WRED drop) on this priority */
+};
+
+/* Settings shared by every port: one slot. */
+struct rl_config {
+	__u8 dscp_to_prio[64];
+	__u8 lossless_mask;  /* bit p: priority p is lossless (never dropped for ECN) */
+	__u8 pad[7];
+	struct rl_ecn_curve ecn[RL_NUM_PRIO];
+	__u32 queue_limit[RL_NUM_PRIO]; /* bytes a queue may hold (tail drop beyond) */
+};
+
+/* bpf test tier only: BPF_PROG_TEST_RUN runs on loopback (no HTB), so the queue depth the
+ * egress program would read from the port's HTB class is injected here instead. */
+struct rl_depth_override {
+	__u32 enabled;
+	__u32 depth[RL_NUM_PRIO];
+	__u32 pad;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct rl_counters) == 14 * 8, "rl_counters layout");
+static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO, "rl_config layout");
+static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
+#endif
 
 #endif /* ROCELAB_ABI_H */

@@ -81,7 +81,7 @@ void Batch::add_veth(const VethSpec& v) {
   rtnl_link_set_flags(link.get(), IFF_UP);
   rtnl_link* peer = rtnl_link_veth_get_peer(link.get());  // takes a reference
   fill_link(peer, v.peer_name, v.peer_ifindex, v.peer_mac, v.mtu);
-  rtnl_link_set_ns_fd(peer, v.peer_netns_fd);
+  if (v.peer_netns_fd >= 0) rtnl_link_set_ns_fd(peer, v.peer_netns_fd);
   rtnl_link_put(peer);
   nl_msg* msg = nullptr;
   int e = rtnl_link_build_add_request(link.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);

@@ -22,7 +22,7 @@ struct VethSpec {
   int ifindex = 0, peer_ifindex = 0;  // requested; each namespace has its own index space
   Mac mac{}, peer_mac{};
   uint32_t mtu = 1500;
-  int peer_netns_fd = -1;             // the peer is created straight into this namespace
+  int peer_netns_fd = -1;             // the peer is created straight into this namespace (-1: same)
 };
 struct AddrSpec {
   int ifindex = 0;

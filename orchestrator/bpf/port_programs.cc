@@ -1,0 +1,154 @@
+#include "bpf/port_programs.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "egress.skel.h"
+#include "ingress.skel.h"
+
+namespace rocelab::bpf {
+
+namespace {
+std::string err(const std::string& what, int e) { return what + ": " + std::strerror(e < 0 ? -e : e); }
+constexpr size_t kPage = 4096;
+}  // namespace
+
+Counters::Counters(int map_fd, size_t entries) : fd_(dup(map_fd)), entries_(entries) {
+  length_ = (entries * sizeof(rl_counters) + kPage - 1) / kPage * kPage;
+  void* p = fd_ >= 0 ? mmap(nullptr, length_, PROT_READ, MAP_SHARED, fd_, 0) : MAP_FAILED;
+  base_ = p == MAP_FAILED ? nullptr : p;
+}
+
+Counters::~Counters() {
+  if (base_) munmap(base_, length_);
+  if (fd_ >= 0) close(fd_);
+}
+
+rl_counters Counters::read(size_t slot, uint32_t prio) const {
+  rl_counters out{};
+  size_t i = slot * RL_NUM_PRIO + prio;
+  if (!base_ || i >= entries_) return out;
+  const auto* src = reinterpret_cast<const uint64_t*>(static_cast<const rl_counters*>(base_) + i);
+  auto* dst = reinterpret_cast<uint64_t*>(&out);
+  for (size_t k = 0; k < sizeof out / 8; ++k) dst[k] = __atomic_load_n(src + k, __ATOMIC_RELAXED);
+  return out;
+}
+
+std::unique_ptr<PortPrograms> PortPrograms::load(size_t ports, const rl_config& cfg, std::string& why) {
+  std::unique_ptr<PortPrograms> p(new PortPrograms());
+  p->ports_ = ports;
+  p->eg_ = egress__open();
+  if (!p->eg_) {
+    why = err("open egress.bpf.o", errno);
+    return nullptr;
+  }
+  bpf_map__set_max_entries(p->eg_->maps.port_counters, static_cast<uint32_t>(std::max<size_t>(ports, 1) * RL_NUM_PRIO));
+  if (int e = egress__load(p->eg_); e) {
+    why = err("load egress.bpf.o (verifier log above with -v)", e);
+    return nullptr;
+  }
+  p->in_ = ingress__open();
+  if (!p->in_) {
+    why = err("open ingress.bpf.o", errno);
+    return nullptr;
+  }
+  // One set of maps for both programs.
+  if (int e = bpf_map__reuse_fd(p->in_->maps.port_counters, bpf_map__fd(p->eg_->maps.port_counters)); e ||
+      (e = bpf_map__reuse_fd(p->in_->maps.port_config, bpf_map__fd(p->eg_->maps.port_config)))) {
+    why = err("share maps with ingress.bpf.o", e);
+    return nullptr;
+  }
+  if (int e = ingress__load(p->in_); e) {
+    why = err("load ingress.bpf.o", e);
+    return nullptr;
+  }
+  uint32_t zero = 0;
+  if (bpf_map_update_elem(p->config_fd(), &zero, &cfg, BPF_ANY) != 0) {
+    why = err("write port_config", errno);
+    return nullptr;
+  }
+  return p;
+}
+
+PortPrograms::~PortPrograms() {
+  if (in_) ingress__destroy(in_);
+  if (eg_) egress__destroy(eg_);
+}
+
+int PortPrograms::egress_fd() const { return bpf_program__fd(eg_->progs.rl_egress); }
+int PortPrograms::counters_fd() const { return bpf_map__fd(eg_->maps.port_counters); }
+int PortPrograms::depth_override_fd() const { return bpf_map__fd(eg_->maps.depth_override); }
+int PortPrograms::config_fd() const { return bpf_map__fd(eg_->maps.port_config); }
+
+bool PortPrograms::attach(int ifindex, std::string& why) {
+  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = static_cast<bpf_tc_attach_point>(BPF_TC_INGRESS | BPF_TC_EGRESS));
+  if (int e = bpf_tc_hook_create(&hook); e && e != -EEXIST) {
+    why = err("clsact on interface " + std::to_string(ifindex), e);
+    return false;
+  }
+  struct Hook {
+    bpf_tc_attach_point point;
+    int fd;
+    const char* name;
+  };
+  for (const Hook& h : {Hook{BPF_TC_EGRESS, egress_fd(), "egress"},
+                        Hook{BPF_TC_INGRESS, bpf_program__fd(in_->progs.rl_ingress), "ingress"}}) {
+    hook.attach_point = h.point;
+    LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = h.fd, .handle = 1, .priority = 1);
+    if (int e = bpf_tc_attach(&hook, &opts); e) {
+      why = err(std::string("attach ") + h.name + " program to interface " + std::to_string(ifindex), e);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::unique_ptr<Counters> counters_of_attached_port(int ifindex, std::string& why) {
+  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
+  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
+  if (int e = bpf_tc_query(&hook, &opts); e) {
+    why = err("no rocelab program on interface " + std::to_string(ifindex), e);
+    return nullptr;
+  }
+  int prog = bpf_prog_get_fd_by_id(opts.prog_id);
+  if (prog < 0) {
+    why = err("open program " + std::to_string(opts.prog_id), errno);
+    return nullptr;
+  }
+  uint32_t ids[8] = {};
+  bpf_prog_info info{};
+  info.nr_map_ids = 8;
+  info.map_ids = reinterpret_cast<uint64_t>(ids);
+  uint32_t len = sizeof info;
+  int e = bpf_obj_get_info_by_fd(prog, &info, &len);
+  close(prog);
+  if (e) {
+    why = err("program info", errno);
+    return nullptr;
+  }
+  for (uint32_t i = 0; i < std::min<uint32_t>(info.nr_map_ids, 8); ++i) {
+    int m = bpf_map_get_fd_by_id(ids[i]);
+    if (m < 0) continue;
+    bpf_map_info mi{};
+    uint32_t mlen = sizeof mi;
+    if (bpf_obj_get_info_by_fd(m, &mi, &mlen) == 0 && std::string(mi.name) == "port_counters") {
+      auto c = std::make_unique<Counters>(m, mi.max_entries);
+      close(m);
+      if (!c->ok()) {
+        why = err("mmap port_counters", errno);
+        return nullptr;
+      }
+      return c;
+    }
+    close(m);
+  }
+  why = "the program on interface " + std::to_string(ifindex) + " has no port_counters map";
+  return nullptr;
+}
+
+}  // namespace rocelab::bpf

@@ -1,0 +1,71 @@
+// The port programs (ebpf/egress.bpf.c, ebpf/ingress.bpf.c): loaded once per fabric with
+// one set of maps, attached to every port in its own namespace, and found again later from
+// an attached port (the kernel keeps programs and maps alive while filters hold them, so
+// nothing is pinned and nothing outlives the fabric's namespaces).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rocelab_abi.h"
+
+struct egress;
+struct ingress;
+
+namespace rocelab::bpf {
+
+inline constexpr std::array<std::string_view, RL_DROP__USED> kDropReasonNames = {"queue_full", "wred", "headroom"};
+
+// A read-only view of the counter array: slot * RL_NUM_PRIO + prio.
+class Counters {
+ public:
+  Counters(int map_fd, size_t entries);
+  ~Counters();
+  Counters(const Counters&) = delete;
+  Counters& operator=(const Counters&) = delete;
+  bool ok() const { return base_ != nullptr; }
+  size_t ports() const { return entries_ / RL_NUM_PRIO; }
+  // A consistent-enough copy: each 64-bit field is read atomically.
+  rl_counters read(size_t slot, uint32_t prio) const;
+
+ private:
+  int fd_;
+  size_t entries_;
+  void* base_ = nullptr;
+  size_t length_ = 0;
+};
+
+class PortPrograms {
+ public:
+  // Opens and loads both programs with room for `ports` port slots.
+  static std::unique_ptr<PortPrograms> load(size_t ports, const rl_config& cfg, std::string& why);
+  ~PortPrograms();
+  PortPrograms(const PortPrograms&) = delete;
+  PortPrograms& operator=(const PortPrograms&) = delete;
+
+  // Hooks both programs to `ifindex` (a clsact qdisc, egress and ingress filters) in the
+  // calling thread's network namespace.
+  bool attach(int ifindex, std::string& why);
+  int egress_fd() const;
+  int counters_fd() const;
+  int depth_override_fd() const;
+  int config_fd() const;
+  size_t ports() const { return ports_; }
+
+ private:
+  PortPrograms() = default;
+  egress* eg_ = nullptr;
+  ingress* in_ = nullptr;
+  size_t ports_ = 0;
+};
+
+// The counter map behind the egress program attached to `ifindex` in the calling thread's
+// namespace (how `rocelab stats` finds a running fabric's counters).
+std::unique_ptr<Counters> counters_of_attached_port(int ifindex, std::string& why);
+
+}  // namespace rocelab::bpf

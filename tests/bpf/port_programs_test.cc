@@ -1,0 +1,294 @@
+// bpf tier: the port programs on packets built in memory, through BPF_PROG_TEST_RUN, with
+// the queue depth injected through a map (test_run never enqueues into a qdisc). Needs
+// root; the process moves into a private network namespace first, so the veth pair that
+// gives test_run a device with a port ifindex vanishes with it.
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "bpf/port_programs.h"
+#include "netlink/batch.h"
+
+using namespace rocelab;
+
+namespace {
+
+constexpr int kPortA = RL_FIRST_PORT_IFINDEX;      // slot 0
+constexpr int kPortB = RL_FIRST_PORT_IFINDEX + 1;  // slot 1
+constexpr uint32_t kMB = 1 << 20;
+
+struct Lab {
+  std::unique_ptr<bpf::PortPrograms> progs;
+  std::unique_ptr<bpf::Counters> counters;
+  std::string why;
+};
+
+rl_config base_config() {
+  rl_config c{};
+  for (int d = 0; d < 64; ++d) c.dscp_to_prio[d] = (d >= 24 && d <= 31) ? 3 : (d >= 48 && d <= 55) ? 6 : 0;
+  c.lossless_mask = 1u << 3;
+  for (auto& l : c.queue_limit) l = 4 * kMB;
+  return c;
+}
+
+// Once per process: a private namespace with a veth pair at the port ifindexes, and the
+// programs loaded for 2 ports.
+Lab& lab() {
+  static Lab* l = [] {
+    auto* x = new Lab;
+    if (unshare(CLONE_NEWNET) != 0) {
+      x->why = std::string("unshare: ") + std::strerror(errno);
+      return x;
+    }
+    netlink::Status st;
+    auto sock = netlink::RouteSocket::open(st);
+    if (!sock) {
+      x->why = st.text;
+      return x;
+    }
+    netlink::Batch b(*sock);
+    b.add_veth({"pa", "pb", kPortA, kPortB, {2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, 1500, -1});
+    if (auto s = b.flush(); !s.ok()) {
+      x->why = s.text;
+      return x;
+    }
+    x->progs = bpf::PortPrograms::load(2, base_config(), x->why);
+    if (x->progs) x->counters = std::make_unique<bpf::Counters>(x->progs->counters_fd(), 2 * RL_NUM_PRIO);
+    return x;
+  }();
+  return *l;
+}
+
+uint16_t csum(const uint8_t* p, size_t n) {
+  uint32_t s = 0;
+  for (size_t i = 0; i + 1 < n; i += 2) s += static_cast<uint32_t>(p[i] << 8 | p[i + 1]);
+  while (s >> 16) s = (s & 0xffff) + (s >> 16);
+  return static_cast<uint16_t>(~s);
+}
+
+// Ethernet + IPv4 (valid checksum) + UDP, 128 bytes.
+std::vector<uint8_t> udp_frame(uint8_t dscp, uint8_t ecn, uint16_t ethertype = 0x0800) {
+  std::vector<uint8_t> f(128, 0);
+  uint8_t mac[12] = {2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1};
+  std::memcpy(f.data(), mac, 12);
+  f[12] = static_cast<uint8_t>(ethertype >> 8);
+  f[13] = static_cast<uint8_t>(ethertype);
+  uint8_t* ip = f.data() + 14;
+  ip[0] = 0x45;
+  ip[1] = static_cast<uint8_t>(dscp << 2 | ecn);
+  ip[2] = 0;
+  ip[3] = 114;  // total length
+  ip[6] = 0x40; // DF
+  ip[8] = 64;
+  ip[9] = 17;
+  uint32_t src = htonl(0xc6120001), dst = htonl(0xc6120002);
+  std::memcpy(ip + 12, &src, 4);
+  std::memcpy(ip + 16, &dst, 4);
+  uint16_t c = csum(ip, 20);
+  ip[10] = static_cast<uint8_t>(c >> 8);
+  ip[11] = static_cast<uint8_t>(c);
+  ip[20] = 0xc0;  // UDP 49152 -> 4791
+  ip[22] = 0x12;
+  ip[23] = 0xb7;
+  ip[25] = 94;
+  return f;
+}
+
+struct Result {
+  int retval = -1;
+  uint32_t priority = 0;
+  std::vector<uint8_t> out;
+};
+
+Result run(int prog_fd, std::vector<uint8_t> frame, int ifindex, uint32_t repeat = 1) {
+  Result r;
+  r.out.resize(frame.size() + 64);
+  __sk_buff ctx{};
+  ctx.ifindex = static_cast<uint32_t>(ifindex);
+  __sk_buff ctx_out{};
+  LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame.data(), .data_out = r.out.data(),
+              .data_size_in = static_cast<uint32_t>(frame.size()), .data_size_out = static_cast<uint32_t>(r.out.size()),
+              .ctx_in = &ctx, .ctx_out = &ctx_out, .ctx_size_in = sizeof ctx, .ctx_size_out = sizeof ctx_out,
+              .repeat = static_cast<int>(repeat));
+  int e = bpf_prog_test_run_opts(prog_fd, &o);
+  EXPECT_EQ(e, 0) << std::strerror(errno);
+  r.retval = static_cast<int>(o.retval);
+  r.priority = ctx_out.priority;
+  r.out.resize(o.data_size_out);
+  return r;
+}
+
+void set_config(const rl_config& c) {
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(lab().progs->config_fd(), &zero, &c, BPF_ANY), 0);
+}
+
+void set_depth(uint32_t prio, uint32_t depth) {
+  rl_depth_override o{};
+  o.enabled = 1;
+  o.depth[prio] = depth;
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(lab().progs->depth_override_fd(), &zero, &o, BPF_ANY), 0);
+}
+
+class PortPrograms : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root (CAP_BPF, CAP_NET_ADMIN); run the bpf tier as root";
+    ASSERT_TRUE(lab().progs) << lab().why;
+    set_config(base_config());
+  }
+  int egress() const { return lab().progs->egress_fd(); }
+  rl_counters at(int ifindex, uint32_t prio) const {
+    return lab().counters->read(static_cast<size_t>(ifindex - RL_FIRST_PORT_IFINDEX), prio);
+  }
+};
+
+TEST_F(PortPrograms, EveryDscpLandsInItsPriorityClass) {
+  set_depth(0, 0);
+  for (uint8_t d = 0; d < 64; ++d) {
+    uint32_t want = (d >= 24 && d <= 31) ? 3 : (d >= 48 && d <= 55) ? 6 : 0;
+    Result r = run(egress(), udp_frame(d, 0), kPortA);
+    EXPECT_EQ(r.retval, 0) << "dscp " << int(d);
+    EXPECT_EQ(r.priority, static_cast<uint32_t>(RL_CLASSID(want))) << "dscp " << int(d);
+  }
+  // A custom map is honoured too: DSCP 10 -> priority 5.
+  rl_config c = base_config();
+  c.dscp_to_prio[10] = 5;
+  set_config(c);
+  EXPECT_EQ(run(egress(), udp_frame(10, 0), kPortA).priority, static_cast<uint32_t>(RL_CLASSID(5)));
+}
+
+TEST_F(PortPrograms, PfcFramesBypassTheDataQueues) {
+  Result r = run(egress(), udp_frame(26, 0, 0x8808), kPortA);
+  EXPECT_EQ(r.retval, 0);
+  EXPECT_EQ(r.priority, static_cast<uint32_t>(RL_DIRECT_CLASSID));
+}
+
+struct Preset {
+  const char* name;
+  uint32_t kmin, kmax;
+  double pmax;
+};
+
+TEST_F(PortPrograms, MarkFractionFollowsTheCurveForBothPresets) {
+  const uint32_t n = 10000;
+  for (Preset p : {Preset{"nvidia", 150 * 1024, 1500 * 1024, 1.0}, Preset{"paper", 5 * 1024, 200 * 1024, 0.01}}) {
+    rl_config c = base_config();
+    c.ecn[3] = {p.kmin, p.kmax, p.pmax >= 1.0 ? 0xffffffffu : static_cast<uint32_t>(p.pmax * 4294967296.0), 1};
+    set_config(c);
+    const uint32_t span = p.kmax - p.kmin;
+    for (uint32_t depth : {p.kmin / 2, p.kmin, p.kmin + span / 4, p.kmin + span / 2, p.kmin + 3 * span / 4, p.kmax,
+                           p.kmax + 1, 2 * p.kmax}) {
+      set_depth(3, depth);
+      double want = depth < p.kmin ? 0 : depth > p.kmax ? 1 : p.pmax * (depth - p.kmin) / span;
+      uint64_t before = at(kPortA, 3).ecn_marked;
+      Result r = run(egress(), udp_frame(26, 2), kPortA, n);
+      EXPECT_EQ(r.retval, 0);
+      double got = static_cast<double>(at(kPortA, 3).ecn_marked - before) / n;
+      double tol = std::max(0.02 * p.pmax, 4 * std::sqrt(want * (1 - want) / n));
+      EXPECT_NEAR(got, want, tol) << p.name << " depth " << depth;
+      if (depth < p.kmin) {
+        EXPECT_EQ(got, 0.0) << p.name << ": no mark below kmin";
+      }
+      if (depth > p.kmax) {
+        EXPECT_EQ(got, 1.0) << p.name << ": every packet above kmax";
+      }
+    }
+  }
+}
+
+TEST_F(PortPrograms, MarkingSetsCeAndKeepsTheChecksumValid) {
+  rl_config c = base_config();
+  c.ecn[3] = {1000, 2000, 0xffffffffu, 1};
+  set_config(c);
+  set_depth(3, 5000);
+  for (uint8_t ecn : {1, 2, 3}) {
+    Result r = run(egress(), udp_frame(26, ecn), kPortA);
+    ASSERT_GE(r.out.size(), 34u);
+    EXPECT_EQ(r.out[15] & 3, 3) << "CE";
+    EXPECT_EQ(r.out[15] >> 2, 26) << "DSCP kept";
+    EXPECT_EQ(csum(r.out.data() + 14, 20), 0) << "IPv4 header checksum";
+  }
+}
+
+TEST_F(PortPrograms, NonEctIsNeverMarkedOrDroppedOnALosslessQueue) {
+  rl_config c = base_config();
+  c.ecn[3] = {1000, 2000, 0xffffffffu, 1};
+  set_config(c);
+  set_depth(3, 1 * kMB);
+  rl_counters before = at(kPortA, 3);
+  Result r = run(egress(), udp_frame(26, 0), kPortA, 1000);
+  rl_counters after = at(kPortA, 3);
+  EXPECT_EQ(r.retval, 0);
+  EXPECT_EQ(r.out[15] & 3, 0);
+  EXPECT_EQ(after.ecn_marked, before.ecn_marked);
+  for (int d = 0; d < RL_DROP__MAX; ++d) EXPECT_EQ(after.drops[d], before.drops[d]);
+  EXPECT_EQ(after.tx_packets - before.tx_packets, 1000u);
+}
+
+TEST_F(PortPrograms, EveryDropReasonIsCountedUnderItsName) {
+  rl_config c = base_config();
+  c.ecn[0] = {1000, 2000, 0xffffffffu, 1};  // a lossy queue with ECN: non-ECT is WRED-dropped
+  c.queue_limit[0] = 64 * 1024;
+  c.queue_limit[3] = 64 * 1024;
+  set_config(c);
+  struct Case {
+    uint8_t dscp, ecn;
+    uint32_t prio, depth;
+    int reason;
+  };
+  for (Case k : {Case{0, 0, 0, 64 * 1024, RL_DROP_QUEUE_FULL}, Case{0, 0, 0, 4000, RL_DROP_WRED},
+                 Case{26, 2, 3, 64 * 1024, RL_DROP_HEADROOM}}) {
+    set_depth(k.prio, k.depth);
+    rl_counters before = at(kPortB, k.prio);
+    Result r = run(egress(), udp_frame(k.dscp, k.ecn), kPortB, 10);
+    rl_counters after = at(kPortB, k.prio);
+    EXPECT_EQ(r.retval, 2) << bpf::kDropReasonNames[k.reason];
+    for (int d = 0; d < RL_DROP__MAX; ++d)
+      EXPECT_EQ(after.drops[d] - before.drops[d], d == k.reason ? 10u : 0u)
+          << bpf::kDropReasonNames[k.reason] << " counted as reason " << d;
+    EXPECT_EQ(after.tx_packets, before.tx_packets);
+  }
+  // ECT on the same lossy queue is marked, not dropped.
+  set_depth(0, 4000);
+  rl_counters before = at(kPortB, 0);
+  EXPECT_EQ(run(egress(), udp_frame(0, 1), kPortB, 10).retval, 0);
+  EXPECT_EQ(at(kPortB, 0).ecn_marked - before.ecn_marked, 10u);
+}
+
+TEST_F(PortPrograms, IngressCountsWhatArrivesPerPriority) {
+  int ingress_fd = -1;
+  {
+    // Attach both to port B and find the ingress program through tc, as the kernel has it.
+    std::string why;
+    ASSERT_TRUE(lab().progs->attach(kPortB, why)) << why;
+  }
+  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = kPortB, .attach_point = BPF_TC_INGRESS);
+  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
+  ASSERT_EQ(bpf_tc_query(&hook, &opts), 0);
+  ingress_fd = bpf_prog_get_fd_by_id(opts.prog_id);
+  ASSERT_GE(ingress_fd, 0);
+  rl_counters before = at(kPortB, 6);
+  Result r = run(ingress_fd, udp_frame(48, 0), kPortB, 7);
+  close(ingress_fd);
+  EXPECT_EQ(r.retval, 0);
+  rl_counters after = at(kPortB, 6);
+  EXPECT_EQ(after.rx_packets - before.rx_packets, 7u);
+  EXPECT_EQ(after.rx_bytes - before.rx_bytes, 7u * 128);
+  // And `rocelab stats` finds the same counters from the attached port.
+  std::string why;
+  auto found = bpf::counters_of_attached_port(kPortB, why);
+  ASSERT_TRUE(found) << why;
+  EXPECT_EQ(found->read(1, 6).rx_packets, after.rx_packets);
+}
+
+}  // namespace
