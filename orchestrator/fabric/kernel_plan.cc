@@ -1,5 +1,7 @@
 #include "fabric/kernel_plan.h"
 
+#include "fabric/port_config.h"
+
 #include <cstdio>
 #include <map>
 
@@ -69,6 +71,7 @@ std::string format_mac(const netlink::Mac& m) {
 
 KernelPlan plan_kernel(const model::Scenario& s) {
   KernelPlan kp;
+  kp.port_config = make_port_config(s.qos);
   kp.nodes.resize(s.nodes.size());
   // Port index of every link end, for the peer fields.
   std::vector<std::pair<size_t, size_t>> port_of(s.links.size(), {0, 0});  // (a's port, b's port)
@@ -107,6 +110,7 @@ KernelPlan plan_kernel(const model::Scenario& s) {
       pp.mac = port_mac(s.seed, x, p);
       pp.addr = me.addr;
       pp.mtu = l.mtu;
+      pp.rate_bps = s.scale.emulate(l.rate).bps;
       pp.link = li;
       pp.made_here = l.a.node == x;
       pp.peer_node = peer.node;

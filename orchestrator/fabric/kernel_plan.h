@@ -11,6 +11,7 @@
 
 #include "model/scenario.h"
 #include "netlink/batch.h"
+#include "rocelab_abi.h"
 
 namespace rocelab::fabric {
 
@@ -30,6 +31,7 @@ struct PortPlan {
   netlink::Mac mac{};
   uint32_t addr = 0;  // of a /31
   uint32_t mtu = 0;
+  uint64_t rate_bps = 0;  // emulated: the shaper's rate (physical / D)
   size_t link = 0;     // index into Scenario::links
   bool made_here = false;  // the veth pair is created from this end's namespace (the a end)
   size_t peer_node = 0;
@@ -57,6 +59,7 @@ struct VethPlan {
 
 struct KernelPlan {
   size_t ports = 0;             // slots in use
+  rl_config port_config{};      // what every port program shares
   std::vector<NodePlan> nodes;  // same order as Scenario::nodes
   std::vector<VethPlan> veths;  // same order as Scenario::links
 };

@@ -16,6 +16,7 @@
 #include <map>
 #include <sstream>
 
+#include "bpf/port_programs.h"
 #include "netlink/batch.h"
 #include "netlink/offload.h"
 #include "sys/host_info.h"
@@ -174,6 +175,10 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
     }
   };
 
+  // The port programs load first: a kernel that refuses them fails before anything is made.
+  auto progs = bpf::PortPrograms::load(plan_.ports, plan_.port_config, why);
+  if (!progs) return false;
+
   const size_t n = plan_.nodes.size();
   nodes_.resize(n);
   for (size_t x = 0; x < n; ++x) {
@@ -247,9 +252,25 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
     }
     for (const auto& r : np.routes) b.add_route(r);
     for (const auto& r : np.rules) b.add_rule(r);
+    for (const PortPlan& p : np.ports) {
+      netlink::SchedulerSpec sch{p.ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, p.rate_bps, p.mtu, {}};
+      // bfifo is a backstop: the egress program admits against queue_limit first and
+      // counts what it refuses by name.
+      for (int q = 0; q < RL_NUM_PRIO; ++q) sch.fifo_limit[q] = plan_.port_config.queue_limit[q] + 64 * 1024;
+      b.add_scheduler(sch);
+    }
     if (auto st = b.flush(); !st.ok()) {
       why = np.node + ": " + st.text;
       return false;
+    }
+    {
+      auto scope = sys::NetnsScope::enter(nodes_[x].netns.get(), why);
+      if (!scope) return false;
+      for (const PortPlan& p : np.ports)
+        if (!progs->attach(p.ifindex, why)) {
+          why = np.node + ":" + p.ifname + ": " + why;
+          return false;
+        }
     }
     for (const PortPlan& p : np.ports)
       if (!netlink::disable_offloads(nodes_[x].inet.get(), p.ifname, why)) {

@@ -24,6 +24,17 @@ const std::vector<MetricInfo>& metric_registry() {
       {"run_seconds", MetricKind::kScalar, "s", {}, "wall-clock length of the run"},
       {"up_seconds", MetricKind::kScalar, "s", {}, "wall-clock time to bring the fabric up"},
       {"down_seconds", MetricKind::kScalar, "s", {}, "wall-clock time to take the fabric down"},
+      {"tx_packets", MetricKind::kCounter, "count", {"node", "port", "prio"},
+       "packets admitted to a port's egress queue (the programs' count)"},
+      {"tx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"}, "bytes admitted to a port's egress queue"},
+      {"rx_packets", MetricKind::kCounter, "count", {"node", "port", "prio"}, "packets a port received"},
+      {"rx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"}, "bytes a port received"},
+      {"ecn_marked", MetricKind::kCounter, "count", {"node", "port", "prio"}, "packets CE-marked at enqueue"},
+      {"drops", MetricKind::kCounter, "count", {"node", "port", "prio", "reason"},
+       "packets dropped, by reason: queue_full, wred, headroom"},
+      {"lossless_drops", MetricKind::kScalar, "count", {}, "packets dropped on lossless priorities, any reason"},
+      {"shaper_tx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"},
+       "bytes each HTB priority class sent (the shaper's own count)"},
       {"host_pairs", MetricKind::kScalar, "count", {},
        "(source NIC, destination NIC) pairs of different hosts that the topology connects"},
       {"reachable_pairs", MetricKind::kScalar, "count", {}, "of host_pairs, those the connectivity check reached"},
@@ -262,7 +273,7 @@ class Parser {
     if (is_aggregate(name)) {
       if (!eat("(")) fail(i_, "'" + name + "' is an aggregate: write " + name + "(series)");
       auto arg = parse_or();
-      if (arg->type != Expr::Type::kSeries)
+      if (arg->type != Expr::Type::kSeries && !arg->counter)
         fail(arg->offset, name + "() takes a series; '" + arg->text + "' is a single value");
       auto e = node(Expr::Op::kAggregate, Expr::Type::kNumber, at);
       e->name = name;
@@ -292,6 +303,7 @@ class Parser {
     auto e = node(Expr::Op::kMetric, m->kind == MetricKind::kSeries ? Expr::Type::kSeries
                                                                      : Expr::Type::kNumber, at);
     e->name = name;
+    e->counter = m->kind == MetricKind::kCounter;
     if (eat("(")) {
       do {
         skip();
@@ -344,9 +356,14 @@ class Evaluator {
         return num(*e.args[0]) / d;
       }
       case Expr::Op::kMetric: {
-        const MetricValue& v = lookup(e);
-        observed.emplace_back(e.text, v.scalar);
-        return v.scalar;
+        double v = 0;
+        if (e.counter) {
+          for (double x : series(e)) v += x;  // no sample selected: nothing was counted
+        } else {
+          v = lookup(e).scalar;
+        }
+        observed.emplace_back(e.text, v);
+        return v;
       }
       case Expr::Op::kAggregate: {
         double r = aggregate(e, series(*e.args[0]));

@@ -8,7 +8,9 @@
 // 'and', 'or', 'not' may be written for &&, ||, !. Numbers may carry a unit, converted to the
 // metric base units (bit/s, bytes, seconds): 90G, 128KB, 200ms, 95%. A series metric (one
 // sample per flow, link, port...) must go through an aggregate: min, max, sum, avg, count,
-// p50, p90, p95, p99, or pct(series, q). Labels select samples: drops(prio=3).
+// p50, p90, p95, p99, or pct(series, q). Labels select samples: link_rate(tier=host).
+// A counter metric (packets, bytes, drops per port and priority) is labelled samples too,
+// but standing alone it is the sum of the samples its labels select: drops(prio=3) == 0.
 #pragma once
 
 #include <map>
@@ -20,7 +22,7 @@
 
 namespace rocelab::model {
 
-enum class MetricKind { kScalar, kSeries };
+enum class MetricKind { kScalar, kSeries, kCounter };
 
 struct MetricInfo {
   std::string_view name;
@@ -43,6 +45,7 @@ struct Expr {
   double number = 0;                                       // kNumber; percentile q for kAggregate
   std::string name;                                        // metric or aggregate name
   std::vector<std::pair<std::string, std::string>> labels; // metric selectors
+  bool counter = false;                                    // kMetric of a counter: sums, or aggregates
   std::vector<std::unique_ptr<Expr>> args;
   size_t offset = 0;                                       // byte offset in the source text
   std::string text;                                        // source text of this sub-expression

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <linux/fib_rules.h>
+#include <linux/pkt_sched.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
@@ -16,6 +17,10 @@
 #include <netlink/route/nexthop.h>
 #include <netlink/route/route.h>
 #include <netlink/route/rule.h>
+#include <netlink/route/class.h>
+#include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/fifo.h>
+#include <netlink/route/qdisc/htb.h>
 #include <netlink/socket.h>
 #include <sys/socket.h>
 
@@ -32,6 +37,7 @@ namespace {
 // Requests per send: the kernel answers each with an ack, and the acks of one send must
 // fit the socket's receive buffer.
 constexpr size_t kWindow = 128;
+constexpr size_t kWindowBytes = 32 * 1024;
 
 template <class T, void (*F)(T*)>
 struct Deleter {
@@ -164,6 +170,61 @@ void Batch::add_rule(const RuleSpec& r) {
   queue(msg, e, "rule from " + v4s(r.src, 32) + " lookup " + std::to_string(r.table));
 }
 
+void Batch::add_scheduler(const SchedulerSpec& s) {
+  using QdiscPtr = std::unique_ptr<rtnl_qdisc, Deleter<rtnl_qdisc, rtnl_qdisc_put>>;
+  using ClassPtr = std::unique_ptr<rtnl_class, Deleter<rtnl_class, rtnl_class_put>>;
+  const std::string port = "interface " + std::to_string(s.ifindex) + ": ";
+  const uint64_t bytes_per_s = s.rate_bps / 8;
+  // Each leaf's assured rate is a thousandth of the port: strict priority comes from HTB
+  // lending the rest by class priority, and a starved class still trickles, as on switches
+  // whose strict queues keep a minimum.
+  const uint64_t assured = std::max<uint64_t>(bytes_per_s / 1000, 125);
+  const uint32_t quantum = std::max<uint32_t>(s.mtu + 14, 1514);
+  auto tc = [](auto* obj) { return reinterpret_cast<rtnl_tc*>(obj); };
+
+  QdiscPtr root(rtnl_qdisc_alloc());
+  if (!root) return queue(nullptr, -NLE_NOMEM, port + "htb");
+  rtnl_tc_set_ifindex(tc(root.get()), s.ifindex);
+  rtnl_tc_set_parent(tc(root.get()), TC_H_ROOT);
+  rtnl_tc_set_handle(tc(root.get()), TC_H_MAKE(s.major << 16, 0));
+  rtnl_tc_set_kind(tc(root.get()), "htb");
+  rtnl_htb_set_defcls(root.get(), s.class_base);  // unclassified: priority 0 (HTB takes the minor)
+  nl_msg* msg = nullptr;
+  int e = rtnl_qdisc_build_add_request(root.get(), NLM_F_CREATE | NLM_F_REPLACE, &msg);
+  queue(msg, e, port + "htb root qdisc");
+
+  auto add_class = [&](uint32_t minor, uint32_t parent_minor, uint64_t rate, int prio) {
+    ClassPtr c(rtnl_class_alloc());
+    if (!c) return queue(nullptr, -NLE_NOMEM, port + "htb class");
+    rtnl_tc_set_ifindex(tc(c.get()), s.ifindex);
+    rtnl_tc_set_parent(tc(c.get()), TC_H_MAKE(s.major << 16, parent_minor));
+    rtnl_tc_set_handle(tc(c.get()), TC_H_MAKE(s.major << 16, minor));
+    rtnl_tc_set_kind(tc(c.get()), "htb");
+    rtnl_tc_set_mtu(tc(c.get()), s.mtu + 14);
+    rtnl_htb_set_rate64(c.get(), rate);
+    rtnl_htb_set_ceil64(c.get(), bytes_per_s);
+    rtnl_htb_set_quantum(c.get(), quantum);
+    if (prio >= 0) rtnl_htb_set_prio(c.get(), static_cast<uint32_t>(prio));
+    nl_msg* m = nullptr;
+    int err = rtnl_class_build_add_request(c.get(), NLM_F_CREATE, &m);
+    queue(m, err, port + "htb class " + std::to_string(s.major) + ":" + std::to_string(minor));
+  };
+  add_class(1, 0, bytes_per_s, -1);
+  for (uint32_t p = 0; p < 8; ++p) {
+    add_class(s.class_base + p, 1, assured, static_cast<int>(7 - p));  // HTB: 0 is served first
+    QdiscPtr fifo(rtnl_qdisc_alloc());
+    if (!fifo) return queue(nullptr, -NLE_NOMEM, port + "bfifo");
+    rtnl_tc_set_ifindex(tc(fifo.get()), s.ifindex);
+    rtnl_tc_set_parent(tc(fifo.get()), TC_H_MAKE(s.major << 16, s.class_base + p));
+    rtnl_tc_set_handle(tc(fifo.get()), TC_H_MAKE((s.major + 1 + p) << 16, 0));
+    rtnl_tc_set_kind(tc(fifo.get()), "bfifo");
+    rtnl_qdisc_fifo_set_limit(fifo.get(), static_cast<int>(s.fifo_limit[p]));
+    nl_msg* m = nullptr;
+    int err = rtnl_qdisc_build_add_request(fifo.get(), NLM_F_CREATE | NLM_F_EXCL, &m);
+    queue(m, err, port + "bfifo under class " + std::to_string(s.class_base + p));
+  }
+}
+
 Status Batch::flush() {
   struct Clear {
     Batch& b;
@@ -179,22 +240,26 @@ Status Batch::flush() {
   // Extended acks carry the kernel's own words for a refusal; capped acks stay small.
   setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof one);
   setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof one);
-  // Room for a window of acks whatever the namespace's rmem_default; FORCE needs
-  // CAP_NET_ADMIN, which whoever makes fabrics has.
-  int rcvbuf = 1 << 20;
-  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+  // FORCE needs CAP_NET_ADMIN, which whoever makes fabrics has.
+  // libnl leaves 32 KB buffers; a window of requests and its acks need more.
+  int bufsize = 1 << 20;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bufsize, sizeof bufsize) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof bufsize);
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bufsize, sizeof bufsize) != 0)
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof bufsize);
 
   Status first;
   size_t first_index = pending_.size();
   std::vector<char> out, in(1 << 16);
-  for (size_t base = 0; base < pending_.size(); base += kWindow) {
-    size_t end = std::min(pending_.size(), base + kWindow);
+  for (size_t base = 0, end = 0; base < pending_.size(); base = end) {
     out.clear();
-    for (size_t i = base; i < end; ++i) {
-      nlmsghdr* h = nlmsg_hdr(pending_[i].msg);
+    // A window: up to kWindow requests and kWindowBytes (HTB classes carry 2 KB of rate
+    // tables each; a send must fit the socket's send buffer).
+    for (end = base; end < pending_.size() && end - base < kWindow; ++end) {
+      nlmsghdr* h = nlmsg_hdr(pending_[end].msg);
+      if (end > base && out.size() + h->nlmsg_len > kWindowBytes) break;
       h->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
-      h->nlmsg_seq = static_cast<uint32_t>(i + 1);
+      h->nlmsg_seq = static_cast<uint32_t>(end + 1);
       h->nlmsg_pid = 0;
       const char* p = reinterpret_cast<const char*>(h);
       out.insert(out.end(), p, p + h->nlmsg_len);

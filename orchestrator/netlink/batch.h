@@ -44,6 +44,17 @@ struct NeighSpec {
   uint32_t addr = 0;
   Mac mac{};
 };
+// The egress scheduler of a port: HTB root MAJOR:, a parent class MAJOR:1 at the port's
+// rate, one leaf class per priority MAJOR:(class_base + p) borrowing up to the port rate in
+// strict order (a higher priority number wins), each leaf holding a bfifo.
+struct SchedulerSpec {
+  int ifindex = 0;
+  uint32_t major = 1, class_base = 0x10;
+  uint64_t rate_bps = 0;           // emulated link rate, bit/s
+  uint32_t mtu = 1500;
+  std::array<uint32_t, 8> fifo_limit{};  // bytes, per priority
+};
+
 struct RuleSpec {
   uint32_t src = 0;
   int table = 0;
@@ -64,6 +75,7 @@ class Batch {
   void add_route(const RouteSpec& r);
   void add_neigh(const NeighSpec& n);
   void add_rule(const RuleSpec& r);
+  void add_scheduler(const SchedulerSpec& s);
   size_t size() const { return pending_.size(); }
 
   // Sends every queued request and waits for all their acks. The first failure (in request

@@ -290,7 +290,7 @@ class CrashSafety(unittest.TestCase):
         self.down_cleans("after a full up")
         rng = random.Random(20261122)
         landed, trials = 0, 0
-        while landed < 15 and trials < 80:
+        while landed < 15 and trials < 150:
             trials += 1
             p = subprocess.Popen([ROCELAB, "up", self.path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(rng.uniform(0, duration))

@@ -14,6 +14,11 @@ MetricSet sample_metrics() {
   rates.samples.push_back({{{"tier", "host"}}, 200e9});
   rates.samples.push_back({{{"tier", "fabric"}}, 400e9});
   m["link_rate"] = rates;
+  MetricValue drops{MetricKind::kCounter, 0, {}};
+  drops.samples.push_back({{{"node", "leaf1"}, {"port", "host1"}, {"prio", "0"}, {"reason", "queue_full"}}, 5});
+  drops.samples.push_back({{{"node", "leaf1"}, {"port", "spine1"}, {"prio", "0"}, {"reason", "wred"}}, 2});
+  drops.samples.push_back({{{"node", "leaf2"}, {"port", "host3"}, {"prio", "3"}, {"reason", "headroom"}}, 1});
+  m["drops"] = drops;
   return m;
 }
 
@@ -46,6 +51,19 @@ TEST(Expect, SeriesAggregatesLabelsAndUnits) {
   EXPECT_EQ(eval("p50(link_rate) == 200G"), Evaluation::Outcome::kPass);
   EXPECT_EQ(eval("pct(link_rate, 100) == 400G"), Evaluation::Outcome::kPass);
   EXPECT_EQ(eval("min(link_rate(tier=host)) >= 95% * 200G"), Evaluation::Outcome::kFail);
+}
+
+// A counter stands alone as the sum of the samples its labels select, and aggregates too.
+TEST(Expect, CountersSumWhatTheirLabelsSelect) {
+  EXPECT_EQ(eval("drops == 8"), Evaluation::Outcome::kPass);
+  EXPECT_EQ(eval("drops(prio=0) == 7"), Evaluation::Outcome::kPass);
+  EXPECT_EQ(eval("drops(prio=3) == 0"), Evaluation::Outcome::kFail);
+  EXPECT_EQ(eval("drops(prio=3, reason=headroom) == 1"), Evaluation::Outcome::kPass);
+  EXPECT_EQ(eval("drops(node=spine9) == 0"), Evaluation::Outcome::kPass);  // nothing counted there
+  EXPECT_EQ(eval("max(drops) == 5 && count(drops(prio=0)) == 2"), Evaluation::Outcome::kPass);
+  auto bad = parse_expression("drops(queue=3) == 0");
+  ASSERT_TRUE(bad.error);
+  EXPECT_NE(bad.error->message.find("labels: node, port, prio, reason"), std::string::npos) << bad.error->message;
 }
 
 TEST(Expect, UnitsConvertToBaseUnits) {
