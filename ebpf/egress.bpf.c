@@ -103,18 +103,24 @@ int rl_egress(struct __sk_buff *skb)
 	__u32 depth = queue_depth(skb, prio);
 	int lossless = (cfg->lossless_mask >> prio) & 1;
 
-	if (depth + skb->len > cfg->queue_limit[prio])
+	if (depth + skb->len > cfg->queue_limit[prio]) {
+		if (cnt)
+			cnt->depth_after = depth;
 		return drop(cnt, lossless ? RL_DROP_HEADROOM : RL_DROP_QUEUE_FULL);
+	}
 	if (tos >= 0 && cfg->ecn[prio].enabled && ecn_hit(&cfg->ecn[prio], depth)) {
 		if (tos & 3) {
 			/* ECT(0), ECT(1) or already CE: CE set, IPv4 checksum fixed by the helper. */
 			if (bpf_skb_ecn_set_ce(skb) && cnt)
 				__sync_fetch_and_add(&cnt->ecn_marked, 1);
 		} else if (!lossless) {
+			if (cnt)
+				cnt->depth_after = depth;
 			return drop(cnt, RL_DROP_WRED);
 		}
 	}
 	if (cnt) {
+		cnt->depth_after = depth + skb->len;
 		__sync_fetch_and_add(&cnt->tx_packets, 1);
 		__sync_fetch_and_add(&cnt->tx_bytes, skb->len);
 	}

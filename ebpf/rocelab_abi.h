@@ -53,7 +53,8 @@ struct rl_counters {
 	__u64 drops[RL_DROP__MAX];
 	__u64 pfc_tx;   /* PFC frames sent for this priority (next issue) */
 	__u64 pfc_rx;   /* PFC frames received for this priority (next issue) */
-	__u64 pad;
+	__u64 depth_after; /* written, not added: the class backlog egress read for the last
+	                    * packet, plus that packet if admitted (what tc shows right after) */
 };
 
 /* The ECN curve of one priority: probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin)

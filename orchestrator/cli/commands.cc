@@ -16,7 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "bpf/probe.h"
+#include "bpf/port_programs.h"
 #include "fabric/realiser.h"
+#include "fabric/stats.h"
 #include "model/loader.h"
 #include "run/capabilities.h"
 #include "run/graph.h"
@@ -279,6 +281,64 @@ ordered_json status_json(const fabric::InstanceStatus& st) {
   return j;
 }
 
+int cmd_stats(const po::variables_map& vm, const Globals& g) {
+  std::optional<std::string> name;
+  if (vm.count("instance")) name = vm["instance"].as<std::string>();
+  else {
+    auto all = fabric::list_instances();
+    if (all.size() == 1) name = all.front();
+    else {
+      std::cerr << "rocelab stats: " << (all.empty() ? "no instance is up" : "several instances are up; name one with --instance") << "\n";
+      return kExitEnvironment;
+    }
+  }
+  if (!model::is_instance_name(*name)) {
+    std::cerr << "rocelab stats: '" << name->substr(0, 64) << "' is not an instance name\n";
+    return kExitBadInput;
+  }
+  const std::string only = vm.count("target") ? vm["target"].as<std::string>() : "";
+  std::string why;
+  auto nodes = fabric::instance_nodes(*name, why);
+  auto stats = nodes ? fabric::read_stats(*nodes, only, why) : std::nullopt;
+  if (!stats) {
+    std::cerr << "rocelab stats: " << why << "\n";
+    return why.find("no port matches") != std::string::npos ? kExitBadInput : kExitEnvironment;
+  }
+  if (g.json) {
+    ordered_json ports = ordered_json::array();
+    for (const auto& p : *stats) {
+      ordered_json prios = ordered_json::array();
+      for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
+        const auto& s = p.prio[q];
+        ordered_json drops = ordered_json::object();
+        for (size_t r = 0; r < bpf::kDropReasonNames.size(); ++r) drops[std::string(bpf::kDropReasonNames[r])] = s.c.drops[r];
+        prios.push_back({{"prio", q}, {"tx_packets", s.c.tx_packets}, {"tx_bytes", s.c.tx_bytes},
+                         {"rx_packets", s.c.rx_packets}, {"rx_bytes", s.c.rx_bytes}, {"ecn_marked", s.c.ecn_marked},
+                         {"depth_after", s.c.depth_after}, {"drops", drops}, {"shaper", {{"tx_bytes", s.shaper_bytes}, {"tx_packets", s.shaper_packets},
+                                                       {"drops", s.shaper_drops}, {"backlog_bytes", s.backlog_bytes}}}});
+      }
+      ports.push_back({{"node", p.node}, {"port", p.port}, {"ifindex", p.ifindex}, {"priorities", prios}});
+    }
+    std::cout << ordered_json{{"instance", *name}, {"ports", ports}}.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-18s %4s %12s %14s %12s %10s %10s %10s %10s %14s %10s\n", "port", "prio", "tx_pkts", "tx_bytes",
+              "rx_pkts", "ecn_mark", "qfull", "wred", "headroom", "shaper_bytes", "backlog");
+  for (const auto& p : *stats)
+    for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
+      const auto& s = p.prio[q];
+      if (!s.c.tx_packets && !s.c.rx_packets && !s.shaper_bytes && !s.c.drops[0] && !s.c.drops[1] && !s.c.drops[2])
+        continue;  // a quiet priority
+      std::printf("%-18s %4u %12llu %14llu %12llu %10llu %10llu %10llu %10llu %14llu %10u\n",
+                  (p.node + ":" + p.port).c_str(), q, (unsigned long long)s.c.tx_packets,
+                  (unsigned long long)s.c.tx_bytes, (unsigned long long)s.c.rx_packets,
+                  (unsigned long long)s.c.ecn_marked, (unsigned long long)s.c.drops[RL_DROP_QUEUE_FULL],
+                  (unsigned long long)s.c.drops[RL_DROP_WRED], (unsigned long long)s.c.drops[RL_DROP_HEADROOM],
+                  (unsigned long long)s.shaper_bytes, s.backlog_bytes);
+    }
+  return 0;
+}
+
 int cmd_status(const po::variables_map& vm, const Globals& g) {
   std::vector<std::string> names;
   if (vm.count("name")) names.push_back(vm["name"].as<std::string>());
@@ -385,6 +445,17 @@ const std::vector<Command>& commands() {
        "sudo rocelab status -j quickstart | jq '.nodes[0].interfaces'",
        [](po::options_description& d) { d.add_options()("name", po::value<std::string>(), "instance name"); },
        cmd_status},
+      {"stats", "[NODE[:PORT]]", "counters per port and priority of a running fabric",
+       "What the port programs counted (admitted to the egress queue, received, ECN-marked,\n"
+       "dropped by reason: queue_full, wred, headroom) beside what each priority's HTB class\n"
+       "sent and holds now (the shaper's own count). Without NODE, every port; quiet\n"
+       "priorities are left out of the table, never out of -j.",
+       "sudo rocelab stats leaf1:host1\n  sudo rocelab stats -j --instance quickstart | jq '.ports[0].priorities[3]'",
+       [](po::options_description& d) {
+         d.add_options()("instance", po::value<std::string>(), "instance (default: the only one up)")(
+             "target", po::value<std::string>(), "NODE or NODE:PORT");
+       },
+       cmd_stats},
       {"doctor", "", "say what this kernel and machine can and cannot do",
        "Tries each capability for real, inside a private network namespace that vanishes\n"
        "afterwards: netns, veth, HTB/TBF/clsact and optional qdiscs (netem, fq, ...), BPF with\n"
@@ -424,7 +495,7 @@ void command_help(const Command& c, std::ostream& out) {
   // Hide the positional argument from the option list; it is in the usage line.
   po::options_description shown(c.name + " options");
   for (const auto& o : own.options())
-    if (o->long_name() != "scenario" && o->long_name() != "name") shown.add(o);
+    if (o->long_name() != "scenario" && o->long_name() != "name" && o->long_name() != "target") shown.add(o);
   if (!shown.options().empty()) out << shown << "\n";
   out << global_options() << "\nexample:\n  " << c.example << "\n";
 }
@@ -479,6 +550,7 @@ int main_entry(int argc, char** argv) {
   po::positional_options_description pos;
   if (cmd->args.find("SCENARIO") != std::string::npos) pos.add("scenario", 1);
   else if (cmd->args.find("NAME") != std::string::npos) pos.add("name", 1);
+  else if (cmd->args.find("NODE") != std::string::npos) pos.add("target", 1);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);

@@ -40,6 +40,7 @@ class Fabric {
   bool down(std::string& why);
   const KernelPlan& plan() const { return plan_; }
   int netns_fd(size_t node) const { return nodes_[node].netns.get(); }
+  const std::string& instance() const { return instance_; }
   double up_seconds() const { return up_seconds_; }
   const std::vector<std::string>& notes() const { return notes_; }
 

@@ -7,6 +7,7 @@
 
 #include "fabric/connectivity.h"
 #include "fabric/realiser.h"
+#include "fabric/stats.h"
 #include "run/resolved.h"
 #include "sys/host_info.h"
 
@@ -128,6 +129,15 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
         }
       } else {
         invalid = "connectivity check could not run: " + why;
+      }
+      std::vector<fabric::NodeRef> refs;
+      for (size_t x = 0; x < f->plan().nodes.size(); ++x)
+        refs.push_back({f->plan().nodes[x].node, f->plan().nodes[x].netns, f->netns_fd(x)});
+      if (auto stats = fabric::read_stats(refs, "", why)) {
+        add_port_metrics(metrics, *stats, s.qos.lossless_mask);
+        events.add("collected", {{"ports", stats->size()}});
+      } else {
+        invalid = invalid.empty() ? "counters could not be read: " + why : invalid;
       }
       const auto t_down = std::chrono::steady_clock::now();
       if (!f->down(why)) {

@@ -1,0 +1,114 @@
+#include "fabric/stats.h"
+
+#include <netlink/cache.h>
+#include <netlink/route/class.h>
+#include <netlink/route/link.h>
+#include <netlink/route/tc.h>
+
+#include <memory>
+
+#include "bpf/port_programs.h"
+#include "fabric/realiser.h"
+#include "netlink/route_socket.h"
+#include "sys/netns.h"
+
+namespace rocelab::fabric {
+
+namespace {
+
+template <class T, void (*F)(T*)>
+struct Deleter {
+  void operator()(T* p) const { F(p); }
+};
+using CachePtr = std::unique_ptr<nl_cache, Deleter<nl_cache, nl_cache_free>>;
+
+bool wanted(const std::string& only, const std::string& node, const std::string& port) {
+  if (only.empty()) return true;
+  auto colon = only.find(':');
+  if (colon == std::string::npos) return only == node;
+  return only.substr(0, colon) == node && only.substr(colon + 1) == port;
+}
+
+bool read_node(const NodeRef& n, const std::string& only, std::unique_ptr<bpf::Counters>& counters,
+               std::vector<PortStats>& out, std::string& why) {
+  netlink::Status st;
+  auto sock = netlink::RouteSocket::open(st);
+  if (!sock) {
+    why = st.text;
+    return false;
+  }
+  nl_cache* raw = nullptr;
+  if (int e = rtnl_link_alloc_cache(sock->get(), AF_UNSPEC, &raw); e < 0) {
+    why = netlink::Status::from_nl(e, n.node + ": list interfaces").text;
+    return false;
+  }
+  CachePtr links(raw);
+  for (nl_object* o = nl_cache_get_first(links.get()); o; o = nl_cache_get_next(o)) {
+    auto* l = reinterpret_cast<rtnl_link*>(o);
+    int ifindex = rtnl_link_get_ifindex(l);
+    if (ifindex < RL_FIRST_PORT_IFINDEX || !wanted(only, n.node, rtnl_link_get_name(l))) continue;
+    if (!counters && !(counters = bpf::counters_of_attached_port(ifindex, why))) return false;
+    PortStats ps;
+    ps.node = n.node;
+    ps.port = rtnl_link_get_name(l);
+    ps.ifindex = ifindex;
+    for (uint32_t p = 0; p < RL_NUM_PRIO; ++p)
+      ps.prio[p].c = counters->read(static_cast<size_t>(ifindex - RL_FIRST_PORT_IFINDEX), p);
+    nl_cache* craw = nullptr;
+    if (int e = rtnl_class_alloc_cache(sock->get(), ifindex, &craw); e < 0) {
+      why = netlink::Status::from_nl(e, n.node + ":" + ps.port + ": list classes").text;
+      return false;
+    }
+    CachePtr classes(craw);
+    for (nl_object* co = nl_cache_get_first(classes.get()); co; co = nl_cache_get_next(co)) {
+      auto* tc = reinterpret_cast<rtnl_tc*>(co);
+      uint32_t h = rtnl_tc_get_handle(tc);
+      if ((h >> 16) != RL_HTB_MAJOR || (h & 0xffff) < RL_CLASS_BASE || (h & 0xffff) >= RL_CLASS_BASE + RL_NUM_PRIO)
+        continue;
+      PrioStats& s = ps.prio[(h & 0xffff) - RL_CLASS_BASE];
+      s.shaper_bytes = rtnl_tc_get_stat(tc, RTNL_TC_BYTES);
+      s.shaper_packets = rtnl_tc_get_stat(tc, RTNL_TC_PACKETS);
+      s.shaper_drops = rtnl_tc_get_stat(tc, RTNL_TC_DROPS);
+      s.backlog_bytes = static_cast<uint32_t>(rtnl_tc_get_stat(tc, RTNL_TC_BACKLOG));
+    }
+    out.push_back(std::move(ps));
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<std::vector<PortStats>> read_stats(const std::vector<NodeRef>& nodes, const std::string& only,
+                                                 std::string& why) {
+  std::vector<PortStats> out;
+  std::unique_ptr<bpf::Counters> counters;  // one map serves every port
+  for (const NodeRef& n : nodes) {
+    if (!only.empty() && only.substr(0, only.find(':')) != n.node) continue;
+    sys::Fd owned;
+    int fd = n.netns_fd;
+    if (fd < 0) {
+      auto f = sys::open_named_netns(n.netns, why);
+      if (!f) return std::nullopt;
+      owned = std::move(*f);
+      fd = owned.get();
+    }
+    auto scope = sys::NetnsScope::enter(fd, why);
+    if (!scope || !read_node(n, only, counters, out, why)) return std::nullopt;
+  }
+  if (!only.empty() && out.empty()) {
+    why = "no port matches '" + only + "' (NODE or NODE:PORT)";
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::optional<std::vector<NodeRef>> instance_nodes(const std::string& instance, std::string& why) {
+  auto st = instance_status(instance, false, why);
+  if (!st) return std::nullopt;
+  std::vector<NodeRef> out;
+  for (const auto& n : st->nodes)
+    if (n.present) out.push_back({n.node, n.netns, -1});
+  return out;
+}
+
+}  // namespace rocelab::fabric
