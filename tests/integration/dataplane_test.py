@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The data plane of a port under load (root): one switch, two senders, one receiver.
+
+h1 sends DSCP 26 ECT(0) at 110 % of the bottleneck, h2 sends DSCP 0 at 100 %, both into
+sw's port towards h3 (100 Mbit/s emulated). Checked while it runs and from the counters:
+strict priority (priority 3 takes the port), the shaper's L2 throughput over the steady
+window (>= 95 % of the emulated rate), CE marks against the ECN curve at the depths sampled
+meanwhile, and the queue depth the programs read against the HTB class backlog (the same
+netlink dump `tc -s class show` prints), 100 samples.
+
+Usage: dataplane_test.py --rocelab PATH --source REPO_DIR
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROCELAB = ""
+PID = os.getpid()
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+KMIN, KMAX, PMAX = 100 * 1024, 1024 * 1024, 0.2
+RATE = 100e6  # emulated bottleneck, bit/s
+
+SCENARIO = f"""name: dp{PID}
+scale: 1000
+defaults: {{rate: 100G}}
+qos:
+  profile: roce-lossless
+  ecn: {{kmin: 100KB, kmax: 1MB, pmax: 0.2}}
+nodes:
+  - {{name: sw, kind: switch}}
+  - {{name: h1, kind: host}}
+  - {{name: h2, kind: host}}
+  - {{name: h3, kind: host}}
+links:
+  - {{endpoints: [h1, sw], rate: 400G}}
+  - {{endpoints: [h2, sw], rate: 400G}}
+  - {{endpoints: [h3, sw]}}
+"""
+
+
+def rocelab(*args):
+    return subprocess.run([ROCELAB, *args], capture_output=True, text=True, timeout=120)
+
+
+def curve(q):
+    if q < KMIN:
+        return 0.0
+    if q > KMAX:
+        return 1.0
+    return PMAX * (q - KMIN) / (KMAX - KMIN)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class DataPlane(unittest.TestCase):
+    instance = f"dp{PID}"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-dp-")
+        self.path = os.path.join(self.tmp, "s.yaml")
+        with open(self.path, "w") as f:
+            f.write(SCENARIO)
+        r = rocelab("up", self.path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(rocelab("validate", "--resolved", "-j", self.path).stdout)
+        self.h3 = doc["derived"]["nodes"]["h3"]["interfaces"][0]["address"].split("/")[0]
+
+    def tearDown(self):
+        r = rocelab("down", self.instance)
+        subprocess.run(["rm", "-rf", self.tmp])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def sample(self):
+        r = rocelab("stats", "-j", "--instance", self.instance, "sw:h3")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return time.monotonic(), {p["prio"]: p for p in json.loads(r.stdout)["ports"][0]["priorities"]}
+
+    def test_strict_priority_line_rate_ecn_and_exact_depth(self):
+        seconds = 7.0
+        senders = [
+            subprocess.Popen(["ip", "netns", "exec", f"rl-{self.instance}.{h}", sys.executable,
+                              os.path.join(HERE, "blast.py"), self.h3, str(tos), str(rate), str(seconds)],
+                             stdout=subprocess.PIPE, text=True)
+            for h, tos, rate in (("h1", 26 << 2 | 2, 1.10 * RATE), ("h2", 0, 1.0 * RATE))]
+        samples = []
+        t_start = time.monotonic()
+        while time.monotonic() - t_start < seconds - 0.1:
+            samples.append(self.sample())
+            time.sleep(0.002)
+        for s in senders:
+            out, _ = s.communicate(timeout=30)
+            self.assertEqual(s.returncode, 0)
+            print(f"\nsender: {out.strip()}", file=sys.stderr)
+
+        # Steady window: after the queues had a second to build, until the end of sampling.
+        steady = [s for s in samples if s[0] - t_start >= 1.0]
+        self.assertGreater(len(steady), 20)
+        (t0, a), (t1, b) = steady[0], steady[-1]
+        sent = {p: b[p]["shaper"]["tx_bytes"] - a[p]["shaper"]["tx_bytes"] for p in range(8)}
+        total_bps = sum(sent.values()) * 8 / (t1 - t0)
+        print(f"bottleneck: {total_bps / 1e6:.1f} Mbit/s of {RATE / 1e6:.0f} "
+              f"(prio 3 {sent[3] * 8 / (t1 - t0) / 1e6:.1f}, prio 0 {sent[0] * 8 / (t1 - t0) / 1e6:.2f})",
+              file=sys.stderr)
+        self.assertGreaterEqual(total_bps, 0.95 * RATE, "L2 throughput as the shaper counts it")
+        self.assertGreaterEqual(sent[3], 0.98 * sum(sent.values()), "strict priority: 3 before 0")
+        self.assertGreater(b[0]["drops"]["queue_full"], 0, "the starved lossy queue overflowed")
+
+        # ECN: per sampling interval, marks among the packets admitted meanwhile against the
+        # curve at the mean of the depths sampled at its two ends.
+        def ecn_check(label, keep):
+            marked = expected = var = 0.0
+            n_total = 0
+            for (ta, x), (tb, y) in zip(samples, samples[1:]):
+                qa, qb = x[3]["shaper"]["backlog_bytes"], y[3]["shaper"]["backlog_bytes"]
+                if not keep(qa, qb):
+                    continue
+                n = y[3]["tx_packets"] - x[3]["tx_packets"]
+                p = curve((qa + qb) / 2)
+                marked += y[3]["ecn_marked"] - x[3]["ecn_marked"]
+                expected += n * p
+                var += n * p * (1 - p)
+                n_total += n
+            tol = max(4 * math.sqrt(var), 0.1 * expected)
+            print(f"ecn ({label}): {marked:.0f} marked of {n_total} admitted; the curve at the sampled "
+                  f"depths predicts {expected:.0f} +- {tol:.0f}", file=sys.stderr)
+            self.assertGreater(n_total, 1000, label)
+            self.assertLess(abs(marked - expected), tol, label)
+
+        depths = [s[3]["shaper"]["backlog_bytes"] for _, s in samples]
+        self.assertGreater(max(depths), KMAX, "the queue passed kmax during the run")
+        ecn_check("whole run", lambda qa, qb: True)
+        # Where the curve is a slope rather than 0 or 1: both ends between kmin and kmax.
+        ecn_check("kmin..kmax", lambda qa, qb: KMIN <= qa <= KMAX and KMIN <= qb <= KMAX)
+
+        # Exact depth: the starved priority-0 queue sits at its limit; the depth the program
+        # read for its last packet (plus that packet if admitted) against the class backlog.
+        equal = sum(1 for _, s in steady[-100:] if s[0]["depth_after"] == s[0]["shaper"]["backlog_bytes"])
+        considered = len(steady[-100:])
+        print(f"occupancy: program == tc backlog in {equal} of {considered} samples", file=sys.stderr)
+        self.assertGreaterEqual(considered, 100)
+        self.assertGreaterEqual(equal, 99)
+
+
+def main():
+    global ROCELAB
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rocelab", required=True)
+    ap.add_argument("--source", required=True)
+    args, rest = ap.parse_known_args()
+    ROCELAB = os.path.abspath(args.rocelab)
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()
