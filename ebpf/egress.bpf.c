@@ -18,6 +18,13 @@ struct {
 	__type(value, struct rl_depth_override);
 } depth_override SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RL_NUM_PRIO);
+	__type(key, __u32);
+	__type(value, struct rl_pfc_tx_state);
+} pfc_tx_state SEC(".maps");
+
 /* Bytes queued in the HTB leaf class `classid` of the packet's device: the exact backlog
  * of the leaf qdisc, found through HTB's class hash (counting enqueues and dequeues drifts
  * on this kernel). 0 when the device's root qdisc is not HTB. */
@@ -81,6 +88,81 @@ static __always_inline int drop(struct rl_counters *cnt, int reason)
 	return TC_ACT_SHOT;
 }
 
+/* A clone marked RL_MARK_PFC(xoff, prio), redirected here: becomes the 60-byte 802.1Qbb
+ * frame of this port (dst 01:80:C2:00:00:01, ethertype 0x8808, opcode 0x0101, the class
+ * bit, the pause time in quanta, zero pad) and leaves through HTB's direct queue. */
+static __always_inline int emit_pfc(struct __sk_buff *skb, const struct rl_config *cfg)
+{
+	__u32 prio = skb->mark & 7, slot = slot_of(skb->ifindex);
+	__u16 quanta = (skb->mark & 0x100) ? cfg->pfc_quanta : 0;
+	struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &slot);
+	__u8 f[RL_PFC_FRAME_LEN] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
+
+	if (!info || bpf_skb_change_tail(skb, RL_PFC_FRAME_LEN, 0))
+		return TC_ACT_SHOT;
+	__builtin_memcpy(f + 6, info->mac, 6);
+	f[12] = RL_PFC_ETHERTYPE >> 8;
+	f[13] = RL_PFC_ETHERTYPE & 0xff;
+	f[14] = RL_PFC_OPCODE >> 8;
+	f[15] = RL_PFC_OPCODE & 0xff;
+	f[17] = 1u << prio;
+	f[18 + 2 * prio] = quanta >> 8;
+	f[19 + 2 * prio] = quanta & 0xff;
+	if (bpf_skb_store_bytes(skb, 0, f, sizeof f, 0))
+		return TC_ACT_SHOT;
+	skb->mark = 0;
+	skb->priority = RL_DIRECT_CLASSID;
+	struct rl_counters *cnt = counters_of(skb->ifindex, prio);
+	if (cnt)
+		__sync_fetch_and_add(&cnt->pfc_tx, 1);
+	return TC_ACT_OK;
+}
+
+/* PFC generation, triggered by egress occupancy (DESIGN.md §2 allows it: ingress-port
+ * accounting drifts on this kernel). A packet that joins a lossless queue holding XOFF or
+ * more pauses the port it came in on, again every Q/2 while it keeps coming; a packet that
+ * finds the queue below XON resumes it. Ports that send nothing while paused are resumed
+ * by their pause expiring, or by the agent. */
+enum rl_pfc_action { RL_PFC_NONE = 0, RL_PFC_XOFF = 1, RL_PFC_XON = 2 };
+
+static __always_inline int pfc_decide(__u32 occupancy, const struct rl_config *cfg, const struct rl_pfc_tx_state *st,
+				      __u64 since_ns, __u64 refresh_ns)
+{
+	if (occupancy >= cfg->pfc_xoff)
+		return (!st->paused || since_ns >= refresh_ns) ? RL_PFC_XOFF : RL_PFC_NONE;
+	if (occupancy < cfg->pfc_xon && st->paused)
+		return RL_PFC_XON;
+	return RL_PFC_NONE;
+}
+
+static __always_inline void pfc_generate(struct __sk_buff *skb, const struct rl_config *cfg, __u32 prio,
+					 __u32 occupancy)
+{
+	__u32 in = skb->ingress_ifindex;
+
+	if (in < RL_FIRST_PORT_IFINDEX || in == skb->ifindex)
+		return; /* made here (a host's own traffic): no ingress port to pause */
+	__u32 in_slot = slot_of(in), key = in_slot * RL_NUM_PRIO + prio;
+	struct rl_pfc_tx_state *st = bpf_map_lookup_elem(&pfc_tx_state, &key);
+	struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &in_slot);
+
+	if (!st || !info)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 refresh_ns = (__u64)info->quantum_ps * cfg->pfc_quanta / 2000;
+	int action = pfc_decide(occupancy, cfg, st, now - st->last_sent_ns, refresh_ns);
+
+	if (action == RL_PFC_NONE)
+		return;
+	__u32 mark = skb->mark;
+	skb->mark = RL_MARK_PFC(action == RL_PFC_XOFF, prio);
+	bpf_clone_redirect(skb, in, 0);
+	skb->mark = mark;
+	st->paused = action == RL_PFC_XOFF;
+	if (action == RL_PFC_XOFF)
+		st->last_sent_ns = now;
+}
+
 SEC("tc")
 int rl_egress(struct __sk_buff *skb)
 {
@@ -89,6 +171,8 @@ int rl_egress(struct __sk_buff *skb)
 
 	if (!cfg || skb->ifindex < RL_FIRST_PORT_IFINDEX)
 		return TC_ACT_OK;
+	if (RL_MARK_IS_PFC(skb->mark))
+		return emit_pfc(skb, cfg);
 	bpf_skb_load_bytes(skb, 12, &proto, sizeof proto);
 	/* MAC control (PFC) never queues behind data. */
 	if (proto == bpf_htons(0x8808)) {
@@ -119,6 +203,8 @@ int rl_egress(struct __sk_buff *skb)
 			return drop(cnt, RL_DROP_WRED);
 		}
 	}
+	if ((cfg->pfc_mask >> prio) & 1)
+		pfc_generate(skb, cfg, prio, depth + skb->len);
 	if (cnt) {
 		cnt->depth_after = depth + skb->len;
 		__sync_fetch_and_add(&cnt->tx_packets, 1);

@@ -1,18 +1,57 @@
-/* tc ingress of every port: count what arrives per priority. (PFC reception and the
- * ingress-port byte accounting of XOFF/XON come with the next issue.) */
+/* tc ingress of every port: count what arrives per priority, and take in PFC frames:
+ * count them per priority, hand each named priority to the agent (which pauses this port's
+ * egress for that priority), and consume them: a PFC frame is never forwarded. */
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
 #include "port_maps.bpf.h"
 
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 18);
+} pfc_events SEC(".maps");
+
+static __always_inline int take_pfc(struct __sk_buff *skb)
+{
+	__u8 f[34];
+
+	if (bpf_skb_load_bytes(skb, 0, f, sizeof f) < 0)
+		return TC_ACT_SHOT;
+	if (f[14] != (RL_PFC_OPCODE >> 8) || f[15] != (RL_PFC_OPCODE & 0xff))
+		return TC_ACT_SHOT; /* other MAC control (802.3x PAUSE): consumed, not honoured */
+	__u8 vector = f[17];
+	__u64 now = bpf_ktime_get_ns();
+
+	for (int p = 0; p < RL_NUM_PRIO; p++) {
+		if (!((vector >> p) & 1))
+			continue;
+		struct rl_counters *cnt = counters_of(skb->ifindex, p);
+		if (cnt)
+			__sync_fetch_and_add(&cnt->pfc_rx, 1);
+		struct rl_pfc_event *e = bpf_ringbuf_reserve(&pfc_events, sizeof *e, 0);
+		if (!e)
+			continue;
+		e->ts_ns = now;
+		e->slot = slot_of(skb->ifindex);
+		e->prio = p;
+		e->quanta = (__u16)(f[18 + 2 * p] << 8 | f[19 + 2 * p]);
+		bpf_ringbuf_submit(e, 0);
+	}
+	return TC_ACT_SHOT;
+}
+
 SEC("tc")
 int rl_ingress(struct __sk_buff *skb)
 {
 	struct rl_config *cfg = port_cfg();
+	__u16 proto = 0;
 
 	if (!cfg)
 		return TC_ACT_OK;
+	bpf_skb_load_bytes(skb, 12, &proto, sizeof proto);
+	if (proto == bpf_htons(RL_PFC_ETHERTYPE))
+		return take_pfc(skb);
 	int tos = ipv4_tos(skb);
 	__u32 prio = tos < 0 ? 0 : cfg->dscp_to_prio[(tos >> 2) & 63] & (RL_NUM_PRIO - 1);
 	struct rl_counters *cnt = counters_of(skb->ifindex, prio);

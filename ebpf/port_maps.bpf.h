@@ -28,6 +28,19 @@ struct {
 	__type(value, struct rl_config);
 } port_config SEC(".maps");
 
+/* Sized by the loader: one entry per port slot (info), per port slot x priority (state). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_port_info);
+} port_info SEC(".maps");
+
+static __always_inline __u32 slot_of(__u32 ifindex)
+{
+	return ifindex - RL_FIRST_PORT_IFINDEX;
+}
+
 static __always_inline struct rl_counters *counters_of(__u32 ifindex, __u32 prio)
 {
 	__u32 slot = ifindex - RL_FIRST_PORT_IFINDEX; /* wraps for ifindex < base: no entry */

@@ -70,9 +70,48 @@ struct rl_ecn_curve {
 struct rl_config {
 	__u8 dscp_to_prio[64];
 	__u8 lossless_mask;  /* bit p: priority p is lossless (never dropped for ECN) */
-	__u8 pad[7];
+	__u8 pfc_mask;       /* bit p: PFC generated and honoured for priority p */
+	__u16 pfc_quanta;    /* pause time sent with XOFF, in quanta */
+	__u32 pad;
 	struct rl_ecn_curve ecn[RL_NUM_PRIO];
 	__u32 queue_limit[RL_NUM_PRIO]; /* bytes a queue may hold (tail drop beyond) */
+	__u32 pfc_xoff;      /* bytes queued in a lossless egress queue that pause its senders */
+	__u32 pfc_xon;       /* ... and below which they resume */
+};
+
+/* ---- PFC (IEEE 802.1Qbb) ------------------------------------------------------------ */
+
+#define RL_PFC_ETHERTYPE 0x8808
+#define RL_PFC_OPCODE 0x0101
+#define RL_PFC_FRAME_LEN 60
+/* A clone on its way to become a PFC frame carries this mark: magic in the top 16 bits,
+ * bit 8 set for XOFF (clear: XON), priority in the low 3 bits. Egress of the port it was
+ * redirected to rewrites it into the frame. */
+#define RL_MARK_PFC_MAGIC 0x5246u
+#define RL_MARK_PFC(xoff, prio) ((RL_MARK_PFC_MAGIC << 16) | ((xoff) ? 0x100u : 0u) | ((prio) & 7u))
+#define RL_MARK_IS_PFC(m) (((m) >> 16) == RL_MARK_PFC_MAGIC)
+
+/* Per port slot: what a PFC frame needs to know about its port. */
+struct rl_port_info {
+	__u8 mac[6];
+	__u16 pad;
+	__u32 quantum_ps; /* one pause quantum, 512 bit-times at the emulated rate, in ps */
+	__u32 pad2;
+};
+
+/* Per (port slot, priority) of an ingress port: the XOFF this switch sent out of it. */
+struct rl_pfc_tx_state {
+	__u64 last_sent_ns; /* bpf_ktime_get_ns() of the last XOFF (refreshes go every Q/2) */
+	__u32 paused;       /* an XOFF is in force at the peer, as far as we know */
+	__u32 pad;
+};
+
+/* A PFC frame received: one event per priority it names, for the agent (ring buffer). */
+struct rl_pfc_event {
+	__u64 ts_ns;  /* bpf_ktime_get_ns() at reception */
+	__u32 slot;   /* the port that received it: its egress must pause */
+	__u16 prio;
+	__u16 quanta; /* 0 = XON */
 };
 
 /* bpf test tier only: BPF_PROG_TEST_RUN runs on loopback (no HTB), so the queue depth the
@@ -85,7 +124,10 @@ struct rl_depth_override {
 
 #ifdef __cplusplus
 static_assert(sizeof(struct rl_counters) == 14 * 8, "rl_counters layout");
-static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO, "rl_config layout");
+static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 8, "rl_config layout");
+static_assert(sizeof(struct rl_port_info) == 16, "rl_port_info layout");
+static_assert(sizeof(struct rl_pfc_tx_state) == 16, "rl_pfc_tx_state layout");
+static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
 #endif
 

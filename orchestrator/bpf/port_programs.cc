@@ -47,7 +47,10 @@ std::unique_ptr<PortPrograms> PortPrograms::load(size_t ports, const rl_config& 
     why = err("open egress.bpf.o", errno);
     return nullptr;
   }
-  bpf_map__set_max_entries(p->eg_->maps.port_counters, static_cast<uint32_t>(std::max<size_t>(ports, 1) * RL_NUM_PRIO));
+  const auto slots = static_cast<uint32_t>(std::max<size_t>(ports, 1));
+  bpf_map__set_max_entries(p->eg_->maps.port_counters, slots * RL_NUM_PRIO);
+  bpf_map__set_max_entries(p->eg_->maps.pfc_tx_state, slots * RL_NUM_PRIO);
+  bpf_map__set_max_entries(p->eg_->maps.port_info, slots);
   if (int e = egress__load(p->eg_); e) {
     why = err("load egress.bpf.o (verifier log above with -v)", e);
     return nullptr;
@@ -59,7 +62,8 @@ std::unique_ptr<PortPrograms> PortPrograms::load(size_t ports, const rl_config& 
   }
   // One set of maps for both programs.
   if (int e = bpf_map__reuse_fd(p->in_->maps.port_counters, bpf_map__fd(p->eg_->maps.port_counters)); e ||
-      (e = bpf_map__reuse_fd(p->in_->maps.port_config, bpf_map__fd(p->eg_->maps.port_config)))) {
+      (e = bpf_map__reuse_fd(p->in_->maps.port_config, bpf_map__fd(p->eg_->maps.port_config))) ||
+      (e = bpf_map__reuse_fd(p->in_->maps.port_info, bpf_map__fd(p->eg_->maps.port_info)))) {
     why = err("share maps with ingress.bpf.o", e);
     return nullptr;
   }
@@ -80,6 +84,19 @@ PortPrograms::~PortPrograms() {
   if (eg_) egress__destroy(eg_);
 }
 
+bool PortPrograms::set_port_info(size_t slot, const rl_port_info& info, std::string& why) {
+  auto key = static_cast<uint32_t>(slot);
+  if (bpf_map_update_elem(bpf_map__fd(eg_->maps.port_info), &key, &info, BPF_ANY) != 0) {
+    why = err("write port_info of slot " + std::to_string(slot), errno);
+    return false;
+  }
+  return true;
+}
+
+int PortPrograms::pfc_events_fd() const { return bpf_map__fd(in_->maps.pfc_events); }
+int PortPrograms::pfc_tx_state_fd() const { return bpf_map__fd(eg_->maps.pfc_tx_state); }
+int PortPrograms::ingress_fd() const { return bpf_program__fd(in_->progs.rl_ingress); }
+
 int PortPrograms::egress_fd() const { return bpf_program__fd(eg_->progs.rl_egress); }
 int PortPrograms::counters_fd() const { return bpf_map__fd(eg_->maps.port_counters); }
 int PortPrograms::depth_override_fd() const { return bpf_map__fd(eg_->maps.depth_override); }
@@ -99,7 +116,8 @@ bool PortPrograms::attach(int ifindex, std::string& why) {
   for (const Hook& h : {Hook{BPF_TC_EGRESS, egress_fd(), "egress"},
                         Hook{BPF_TC_INGRESS, bpf_program__fd(in_->progs.rl_ingress), "ingress"}}) {
     hook.attach_point = h.point;
-    LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = h.fd, .handle = 1, .priority = 1);
+    // REPLACE: attaching twice (a retried step) swaps the program in place.
+    LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = h.fd, .flags = BPF_TC_F_REPLACE, .handle = 1, .priority = 1);
     if (int e = bpf_tc_attach(&hook, &opts); e) {
       why = err(std::string("attach ") + h.name + " program to interface " + std::to_string(ifindex), e);
       return false;

@@ -10,6 +10,11 @@ uint8_t ecn_priorities(const model::Qos& q) {
   return q.lossless_mask ? q.lossless_mask : static_cast<uint8_t>(1u << 3);
 }
 
+uint32_t quantum_ps(uint64_t rate_bps) {
+  if (rate_bps == 0) return 0;
+  return static_cast<uint32_t>(std::min<uint64_t>(512'000'000'000'000ULL / rate_bps, UINT32_MAX));
+}
+
 uint32_t queue_limit(const model::Qos& q) {
   double alpha = std::ldexp(1.0, q.buffer.dynamic_th);
   double limit = alpha * static_cast<double>(q.buffer.size.n) / (1 + alpha);
@@ -20,6 +25,10 @@ rl_config make_port_config(const model::Qos& q) {
   rl_config c{};
   std::copy(q.dscp_to_prio.begin(), q.dscp_to_prio.end(), c.dscp_to_prio);
   c.lossless_mask = q.lossless_mask;
+  c.pfc_mask = q.pfc_enabled ? q.lossless_mask : 0;
+  c.pfc_quanta = static_cast<uint16_t>(q.pfc.quanta);
+  c.pfc_xoff = static_cast<uint32_t>(std::min<uint64_t>(q.pfc.xoff.n, UINT32_MAX));
+  c.pfc_xon = static_cast<uint32_t>(std::min<uint64_t>(q.pfc.xon.value_or(model::Bytes{0}).n, UINT32_MAX));
   const uint8_t ecn = ecn_priorities(q);
   const double pmax = std::clamp(q.ecn.pmax, 0.0, 1.0);
   for (int p = 0; p < RL_NUM_PRIO; ++p) {

@@ -18,4 +18,7 @@ uint32_t queue_limit(const model::Qos& q);
 
 rl_config make_port_config(const model::Qos& q);
 
+// One PFC pause quantum (512 bit-times) at an emulated rate, in picoseconds.
+uint32_t quantum_ps(uint64_t rate_bps);
+
 }  // namespace rocelab::fabric

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "bpf/port_programs.h"
+#include "fabric/port_config.h"
 #include "netlink/batch.h"
 #include "netlink/offload.h"
 #include "sys/host_info.h"
@@ -178,6 +179,13 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
   // The port programs load first: a kernel that refuses them fails before anything is made.
   auto progs = bpf::PortPrograms::load(plan_.ports, plan_.port_config, why);
   if (!progs) return false;
+  for (const NodePlan& np : plan_.nodes)
+    for (const PortPlan& p : np.ports) {
+      rl_port_info info{};
+      std::copy(p.mac.begin(), p.mac.end(), info.mac);
+      info.quantum_ps = quantum_ps(p.rate_bps);
+      if (!progs->set_port_info(p.slot, info, why)) return false;
+    }
 
   const size_t n = plan_.nodes.size();
   nodes_.resize(n);

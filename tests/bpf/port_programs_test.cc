@@ -56,12 +56,18 @@ Lab& lab() {
     }
     netlink::Batch b(*sock);
     b.add_veth({"pa", "pb", kPortA, kPortB, {2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, 1500, -1});
+    b.set_up(kPortB);
     if (auto s = b.flush(); !s.ok()) {
       x->why = s.text;
       return x;
     }
     x->progs = bpf::PortPrograms::load(2, base_config(), x->why);
-    if (x->progs) x->counters = std::make_unique<bpf::Counters>(x->progs->counters_fd(), 2 * RL_NUM_PRIO);
+    if (!x->progs) return x;
+    x->counters = std::make_unique<bpf::Counters>(x->progs->counters_fd(), 2 * RL_NUM_PRIO);
+    // Both ends carry the programs, as every fabric port does: a PFC clone redirected to
+    // one end is rewritten by its egress and taken in by the other end's ingress.
+    for (int port : {kPortA, kPortB})
+      if (!x->progs->attach(port, x->why)) x->progs.reset();
     return x;
   }();
   return *l;
@@ -108,11 +114,14 @@ struct Result {
   std::vector<uint8_t> out;
 };
 
-Result run(int prog_fd, std::vector<uint8_t> frame, int ifindex, uint32_t repeat = 1) {
+Result run(int prog_fd, std::vector<uint8_t> frame, int ifindex, uint32_t repeat = 1, uint32_t mark = 0,
+           int ingress_ifindex = 0) {
   Result r;
   r.out.resize(frame.size() + 64);
   __sk_buff ctx{};
   ctx.ifindex = static_cast<uint32_t>(ifindex);
+  ctx.mark = mark;
+  ctx.ingress_ifindex = static_cast<uint32_t>(ingress_ifindex);
   __sk_buff ctx_out{};
   LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame.data(), .data_out = r.out.data(),
               .data_size_in = static_cast<uint32_t>(frame.size()), .data_size_out = static_cast<uint32_t>(r.out.size()),
@@ -292,3 +301,151 @@ TEST_F(PortPrograms, IngressCountsWhatArrivesPerPriority) {
 }
 
 }  // namespace
+
+namespace {
+
+void set_port_info(int ifindex, netlink::Mac mac, uint32_t quantum_ps) {
+  rl_port_info info{};
+  std::copy(mac.begin(), mac.end(), info.mac);
+  info.quantum_ps = quantum_ps;
+  std::string why;
+  ASSERT_TRUE(lab().progs->set_port_info(static_cast<size_t>(ifindex - RL_FIRST_PORT_IFINDEX), info, why)) << why;
+}
+
+std::vector<rl_pfc_event> drain_events() {
+  std::vector<rl_pfc_event> out;
+  auto cb = [](void* ctx, void* data, size_t len) -> int {
+    if (len >= sizeof(rl_pfc_event))
+      static_cast<std::vector<rl_pfc_event>*>(ctx)->push_back(*static_cast<rl_pfc_event*>(data));
+    return 0;
+  };
+  ring_buffer* rb = ring_buffer__new(lab().progs->pfc_events_fd(), cb, &out, nullptr);
+  if (rb) {
+    ring_buffer__consume(rb);
+    ring_buffer__free(rb);
+  }
+  return out;
+}
+
+rl_config pfc_config(uint32_t xoff, uint32_t xon) {
+  rl_config c = base_config();
+  c.pfc_mask = 1u << 3;
+  c.pfc_quanta = 0xffff;
+  c.pfc_xoff = xoff;
+  c.pfc_xon = xon;
+  return c;
+}
+
+}  // namespace
+
+// The frame a marked clone becomes, byte for byte (IEEE 802.1Qbb, DESIGN.md §2).
+TEST_F(PortPrograms, PfcFrameBytesAreExactlyTheStandardFrame) {
+  set_config(pfc_config(100000, 90000));
+  set_port_info(kPortA, {0x02, 0xc1, 0x00, 0x07, 0x00, 0x02}, 5120000);
+  const std::vector<uint8_t> xoff3 = {
+      0x01, 0x80, 0xc2, 0x00, 0x00, 0x01, 0x02, 0xc1, 0x00, 0x07, 0x00, 0x02,  // dst, src
+      0x88, 0x08, 0x01, 0x01, 0x00, 0x08,                                      // type, opcode, class 3
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00, 0x00,              // quanta 0..4
+      0x00, 0x00, 0x00, 0x00, 0x00, 0x00,                                      // quanta 5..7
+      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};  // pad to 60
+  rl_counters before = at(kPortA, 3);
+  Result r = run(egress(), udp_frame(26, 2), kPortA, 1, RL_MARK_PFC(1, 3));
+  EXPECT_EQ(r.retval, 0);
+  EXPECT_EQ(r.out, xoff3);
+  EXPECT_EQ(r.priority, static_cast<uint32_t>(RL_DIRECT_CLASSID)) << "ahead of every data queue";
+  EXPECT_EQ(at(kPortA, 3).pfc_tx - before.pfc_tx, 1u);
+  // XON: the same frame with pause time 0; another priority moves the class bit and slot.
+  Result xon = run(egress(), udp_frame(26, 2), kPortA, 1, RL_MARK_PFC(0, 3));
+  std::vector<uint8_t> want = xoff3;
+  want[24] = want[25] = 0;
+  EXPECT_EQ(xon.out, want);
+  Result p6 = run(egress(), udp_frame(0, 0), kPortA, 1, RL_MARK_PFC(1, 6));
+  ASSERT_EQ(p6.out.size(), 60u);
+  EXPECT_EQ(p6.out[17], 0x40);
+  EXPECT_EQ(p6.out[30], 0xff);
+  EXPECT_EQ(p6.out[31], 0xff);
+  drain_events();
+}
+
+// Every class-enable vector, each priority with its own pause time: one event and one
+// counted frame per named priority, and the frame is consumed.
+TEST_F(PortPrograms, PfcFramesAreParsedForEveryPriorityAndQuantaThenConsumed) {
+  set_config(pfc_config(100000, 90000));
+  drain_events();
+  for (uint32_t vector = 0; vector < 256; ++vector) {
+    std::vector<uint8_t> f(60, 0);
+    const uint8_t head[] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01, 0x02, 0, 0, 0, 0, 9, 0x88, 0x08, 0x01, 0x01};
+    std::copy(std::begin(head), std::end(head), f.begin());
+    f[17] = static_cast<uint8_t>(vector);
+    for (int p = 0; p < 8; ++p) {
+      uint16_t q = static_cast<uint16_t>(vector * 8 + p);  // every priority a different time
+      f[18 + 2 * p] = static_cast<uint8_t>(q >> 8);
+      f[19 + 2 * p] = static_cast<uint8_t>(q);
+    }
+    std::array<uint64_t, 8> rx{};
+    for (int p = 0; p < 8; ++p) rx[p] = at(kPortB, p).pfc_rx;
+    Result r = run(lab().progs->ingress_fd(), f, kPortB);
+    EXPECT_EQ(r.retval, 2) << "consumed, never forwarded";
+    auto ev = drain_events();
+    ASSERT_EQ(ev.size(), static_cast<size_t>(__builtin_popcount(vector))) << "vector " << vector;
+    size_t i = 0;
+    for (int p = 0; p < 8; ++p) {
+      bool on = (vector >> p) & 1;
+      EXPECT_EQ(at(kPortB, p).pfc_rx - rx[p], on ? 1u : 0u);
+      if (!on) continue;
+      EXPECT_EQ(ev[i].prio, p);
+      EXPECT_EQ(ev[i].quanta, vector * 8 + p);
+      EXPECT_EQ(ev[i].slot, 1u);
+      ++i;
+    }
+  }
+}
+
+// Generation at the thresholds: a packet from port B joins port A's lossless queue. The
+// XOFF clone really leaves B (test_run transmits), B's egress turns it into a frame, and A's
+// ingress (the peer) takes it in.
+TEST_F(PortPrograms, XoffAndXonAreDecidedAtTheThresholds) {
+  const uint32_t xoff = 100000, xon = 90000, len = 128;
+  set_config(pfc_config(xoff, xon));
+  set_port_info(kPortA, {2, 0, 0, 0, 0, 1}, 5120000);
+  set_port_info(kPortB, {2, 0, 0, 0, 0, 2}, 5120000);  // 65535 quanta = 335 ms, refresh 168 ms
+  uint32_t key = 1 * RL_NUM_PRIO + 3;
+  rl_pfc_tx_state clear{};
+  ASSERT_EQ(bpf_map_update_elem(lab().progs->pfc_tx_state_fd(), &key, &clear, BPF_ANY), 0);
+  drain_events();
+  auto paused = [&] {
+    rl_pfc_tx_state st{};
+    bpf_map_lookup_elem(lab().progs->pfc_tx_state_fd(), &key, &st);
+    return st.paused;
+  };
+  auto send_from_b = [&](uint32_t depth) {
+    set_depth(3, depth);
+    uint64_t tx = at(kPortB, 3).pfc_tx;
+    EXPECT_EQ(run(egress(), udp_frame(26, 2), kPortA, 1, 0, kPortB).retval, 0) << "depth " << depth;
+    auto ev = drain_events();
+    EXPECT_EQ(ev.size(), at(kPortB, 3).pfc_tx - tx) << "every frame sent arrived at the peer";
+    return ev;
+  };
+  EXPECT_TRUE(send_from_b(xoff - len - 1).empty()) << "below XOFF: nothing";
+  auto ev = send_from_b(xoff - len);
+  ASSERT_EQ(ev.size(), 1u) << "at XOFF: pause the ingress port";
+  EXPECT_EQ(ev[0].quanta, 0xffff);
+  EXPECT_EQ(ev[0].slot, 0u) << "received by B's peer, A";
+  EXPECT_EQ(paused(), 1u);
+  EXPECT_TRUE(send_from_b(2 * xoff).empty()) << "still congested, refresh not due: no new frame";
+  EXPECT_TRUE(send_from_b(xon - len).empty()) << "at XON (not below): hold";
+  ev = send_from_b(xon - len - 1);
+  ASSERT_EQ(ev.size(), 1u) << "below XON while paused: resume";
+  EXPECT_EQ(ev[0].quanta, 0);
+  EXPECT_EQ(paused(), 0u);
+  EXPECT_TRUE(send_from_b(0).empty()) << "not paused: no XON again";
+  // A short quantum makes the refresh due at once: XOFF again while congested.
+  set_port_info(kPortB, {2, 0, 0, 0, 0, 2}, 1);
+  EXPECT_EQ(send_from_b(xoff).size(), 1u);
+  EXPECT_EQ(send_from_b(xoff).size(), 1u) << "refreshed";
+  // Lossy priorities never pause anyone.
+  set_depth(0, 10 * xoff);
+  uint64_t tx0 = at(kPortB, 0).pfc_tx;
+  run(egress(), udp_frame(0, 0), kPortA, 1, 0, kPortB);
+  EXPECT_EQ(at(kPortB, 0).pfc_tx, tx0);
+}
