@@ -173,6 +173,8 @@ int rl_egress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	if (RL_MARK_IS_PFC(skb->mark))
 		return emit_pfc(skb, cfg);
+	if ((skb->mark >> 16) == RL_MARK_PROBE_MAGIC)
+		return class_backlog(skb, RL_CLASSID(skb->mark & 7));
 	bpf_skb_load_bytes(skb, 12, &proto, sizeof proto);
 	/* MAC control (PFC) never queues behind data. */
 	if (proto == bpf_htons(0x8808)) {

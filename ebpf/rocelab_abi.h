@@ -91,6 +91,12 @@ struct rl_config {
 #define RL_MARK_PFC(xoff, prio) ((RL_MARK_PFC_MAGIC << 16) | ((xoff) ? 0x100u : 0u) | ((prio) & 7u))
 #define RL_MARK_IS_PFC(m) (((m) >> 16) == RL_MARK_PFC_MAGIC)
 
+/* `rocelab stats` runs the egress program (BPF_PROG_TEST_RUN, nothing is sent) with this
+ * mark to read a class's occupancy now, through the same code the marking decision uses;
+ * the program returns the byte count. Only rocelab's own tools set it. */
+#define RL_MARK_PROBE_MAGIC 0x5250u
+#define RL_MARK_PROBE(prio) ((RL_MARK_PROBE_MAGIC << 16) | ((prio) & 7u))
+
 /* Per port slot: what a PFC frame needs to know about its port. */
 struct rl_port_info {
 	__u8 mac[6];

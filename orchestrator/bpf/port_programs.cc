@@ -126,18 +126,35 @@ bool PortPrograms::attach(int ifindex, std::string& why) {
   return true;
 }
 
-std::unique_ptr<Counters> counters_of_attached_port(int ifindex, std::string& why) {
+int attached_egress_fd(int ifindex, std::string& why) {
   LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = BPF_TC_EGRESS);
   LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
   if (int e = bpf_tc_query(&hook, &opts); e) {
     why = err("no rocelab program on interface " + std::to_string(ifindex), e);
-    return nullptr;
+    return -1;
   }
   int prog = bpf_prog_get_fd_by_id(opts.prog_id);
-  if (prog < 0) {
-    why = err("open program " + std::to_string(opts.prog_id), errno);
-    return nullptr;
+  if (prog < 0) why = err("open program " + std::to_string(opts.prog_id), errno);
+  return prog;
+}
+
+std::optional<uint32_t> probe_depth(int egress_fd, int ifindex, uint32_t prio, std::string& why) {
+  unsigned char frame[60] = {0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45};
+  __sk_buff ctx{};
+  ctx.ifindex = static_cast<uint32_t>(ifindex);
+  ctx.mark = RL_MARK_PROBE(prio);
+  LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame, .data_size_in = sizeof frame, .ctx_in = &ctx,
+              .ctx_size_in = sizeof ctx, .repeat = 1);
+  if (bpf_prog_test_run_opts(egress_fd, &o) != 0) {
+    why = err("probe the depth of interface " + std::to_string(ifindex), errno);
+    return std::nullopt;
   }
+  return o.retval;
+}
+
+std::unique_ptr<Counters> counters_of_attached_port(int ifindex, std::string& why) {
+  int prog = attached_egress_fd(ifindex, why);
+  if (prog < 0) return nullptr;
   uint32_t ids[8] = {};
   bpf_prog_info info{};
   info.nr_map_ids = 8;

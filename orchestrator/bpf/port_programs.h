@@ -72,4 +72,10 @@ class PortPrograms {
 // namespace (how `rocelab stats` finds a running fabric's counters).
 std::unique_ptr<Counters> counters_of_attached_port(int ifindex, std::string& why);
 
+// The egress program attached to `ifindex` (calling thread's namespace), as an owned fd.
+int attached_egress_fd(int ifindex, std::string& why);
+// Bytes queued now in priority `prio`'s class of `ifindex`, read by the egress program
+// itself (BPF_PROG_TEST_RUN in the calling thread's namespace; nothing is transmitted).
+std::optional<uint32_t> probe_depth(int egress_fd, int ifindex, uint32_t prio, std::string& why);
+
 }  // namespace rocelab::bpf

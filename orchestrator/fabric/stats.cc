@@ -52,25 +52,44 @@ bool read_node(const NodeRef& n, const std::string& only, std::unique_ptr<bpf::C
     ps.node = n.node;
     ps.port = rtnl_link_get_name(l);
     ps.ifindex = ifindex;
+    sys::Fd egress(bpf::attached_egress_fd(ifindex, why));
+    if (!egress.valid()) return false;
+    auto probe_all = [&](std::array<uint32_t, RL_NUM_PRIO>& d) {
+      for (uint32_t p = 0; p < RL_NUM_PRIO; ++p) {
+        auto v = bpf::probe_depth(egress.get(), ifindex, p, why);
+        if (!v) return false;
+        d[p] = *v;
+      }
+      return true;
+    };
+    // A consistent snapshot, seqlock style: the program's reading of every queue before and
+    // after the class dump; if a queue moved in between, take it again (a few times).
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      std::array<uint32_t, RL_NUM_PRIO> before{}, after{};
+      if (!probe_all(before)) return false;
+      nl_cache* craw = nullptr;
+      if (int e = rtnl_class_alloc_cache(sock->get(), ifindex, &craw); e < 0) {
+        why = netlink::Status::from_nl(e, n.node + ":" + ps.port + ": list classes").text;
+        return false;
+      }
+      CachePtr classes(craw);
+      for (nl_object* co = nl_cache_get_first(classes.get()); co; co = nl_cache_get_next(co)) {
+        auto* tc = reinterpret_cast<rtnl_tc*>(co);
+        uint32_t h = rtnl_tc_get_handle(tc);
+        if ((h >> 16) != RL_HTB_MAJOR || (h & 0xffff) < RL_CLASS_BASE || (h & 0xffff) >= RL_CLASS_BASE + RL_NUM_PRIO)
+          continue;
+        PrioStats& s = ps.prio[(h & 0xffff) - RL_CLASS_BASE];
+        s.shaper_bytes = rtnl_tc_get_stat(tc, RTNL_TC_BYTES);
+        s.shaper_packets = rtnl_tc_get_stat(tc, RTNL_TC_PACKETS);
+        s.shaper_drops = rtnl_tc_get_stat(tc, RTNL_TC_DROPS);
+        s.backlog_bytes = static_cast<uint32_t>(rtnl_tc_get_stat(tc, RTNL_TC_BACKLOG));
+      }
+      if (!probe_all(after)) return false;
+      for (uint32_t p = 0; p < RL_NUM_PRIO; ++p) ps.prio[p].depth_bytes = after[p];
+      if (before == after) break;
+    }
     for (uint32_t p = 0; p < RL_NUM_PRIO; ++p)
       ps.prio[p].c = counters->read(static_cast<size_t>(ifindex - RL_FIRST_PORT_IFINDEX), p);
-    nl_cache* craw = nullptr;
-    if (int e = rtnl_class_alloc_cache(sock->get(), ifindex, &craw); e < 0) {
-      why = netlink::Status::from_nl(e, n.node + ":" + ps.port + ": list classes").text;
-      return false;
-    }
-    CachePtr classes(craw);
-    for (nl_object* co = nl_cache_get_first(classes.get()); co; co = nl_cache_get_next(co)) {
-      auto* tc = reinterpret_cast<rtnl_tc*>(co);
-      uint32_t h = rtnl_tc_get_handle(tc);
-      if ((h >> 16) != RL_HTB_MAJOR || (h & 0xffff) < RL_CLASS_BASE || (h & 0xffff) >= RL_CLASS_BASE + RL_NUM_PRIO)
-        continue;
-      PrioStats& s = ps.prio[(h & 0xffff) - RL_CLASS_BASE];
-      s.shaper_bytes = rtnl_tc_get_stat(tc, RTNL_TC_BYTES);
-      s.shaper_packets = rtnl_tc_get_stat(tc, RTNL_TC_PACKETS);
-      s.shaper_drops = rtnl_tc_get_stat(tc, RTNL_TC_DROPS);
-      s.backlog_bytes = static_cast<uint32_t>(rtnl_tc_get_stat(tc, RTNL_TC_BACKLOG));
-    }
     out.push_back(std::move(ps));
   }
   return true;

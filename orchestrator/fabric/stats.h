@@ -15,7 +15,8 @@ namespace rocelab::fabric {
 struct PrioStats {
   rl_counters c{};
   uint64_t shaper_bytes = 0, shaper_packets = 0, shaper_drops = 0;
-  uint32_t backlog_bytes = 0;  // queued in the class right now
+  uint32_t backlog_bytes = 0;  // queued in the class right now, as HTB reports it
+  uint32_t depth_bytes = 0;    // the same, as the egress program reads it (microseconds later)
 };
 
 struct PortStats {

@@ -37,7 +37,8 @@ MetricSet topology_metrics(const Scenario& s) {
 }
 
 void add_port_metrics(MetricSet& m, const std::vector<fabric::PortStats>& ports, uint8_t lossless_mask) {
-  const char* names[] = {"tx_packets", "tx_bytes", "rx_packets", "rx_bytes", "ecn_marked", "drops", "shaper_tx_bytes"};
+  const char* names[] = {"tx_packets", "tx_bytes", "rx_packets", "rx_bytes", "ecn_marked",
+                         "drops", "shaper_tx_bytes", "pfc_tx", "pfc_rx"};
   for (const char* n : names) m[n] = MetricValue{MetricKind::kCounter, 0, {}};
   double lossless_drops = 0;
   for (const auto& p : ports)
@@ -53,6 +54,8 @@ void add_port_metrics(MetricSet& m, const std::vector<fabric::PortStats>& ports,
       add("rx_bytes", s.c.rx_bytes);
       add("ecn_marked", s.c.ecn_marked);
       add("shaper_tx_bytes", s.shaper_bytes);
+      add("pfc_tx", s.c.pfc_tx);
+      add("pfc_rx", s.c.pfc_rx);
       for (size_t r = 0; r < bpf::kDropReasonNames.size(); ++r) {
         if (!s.c.drops[r]) continue;
         auto l = labels;
