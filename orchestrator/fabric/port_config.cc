@@ -25,7 +25,7 @@ rl_config make_port_config(const model::Qos& q) {
   rl_config c{};
   std::copy(q.dscp_to_prio.begin(), q.dscp_to_prio.end(), c.dscp_to_prio);
   c.lossless_mask = q.lossless_mask;
-  c.pfc_mask = q.pfc_enabled ? q.lossless_mask : 0;
+  c.pfc_mask = q.pfc_enabled ? q.pfc_mask : 0;
   c.pfc_quanta = static_cast<uint16_t>(q.pfc.quanta);
   c.pfc_xoff = static_cast<uint32_t>(std::min<uint64_t>(q.pfc.xoff.n, UINT32_MAX));
   c.pfc_xon = static_cast<uint32_t>(std::min<uint64_t>(q.pfc.xon.value_or(model::Bytes{0}).n, UINT32_MAX));

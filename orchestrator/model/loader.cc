@@ -393,6 +393,7 @@ class Loader {
         q.pfc_enabled = *p == "roce-lossless" || *p == "pfc-only";
         q.ecn.enabled = *p == "roce-lossless" || *p == "ecn-only";
         q.lossless_mask = q.pfc_enabled ? (1u << 3) : 0;
+        q.pfc_mask = q.lossless_mask;
       }
     }
     if (auto lv = m->take("lossless")) {
@@ -406,6 +407,7 @@ class Loader {
           }
         }
         q.lossless_mask = mask;
+        q.pfc_mask = mask;
         q.pfc_enabled = mask != 0;
       }
     }
@@ -438,6 +440,25 @@ class Loader {
         if (xonv) if (auto b = r_.bytes(*xonv, Bytes{0}, Bytes{1ULL << 30})) raw.xon = *b, q.pfc.xon = *b;
         if (auto qv = pm->take("quanta"))
           if (auto n = r_.integer(*qv, 1, 65535)) q.pfc.quanta = static_cast<uint32_t>(*n);
+        if (auto hv = pm->take("headroom")) {
+          raw.headroom_pos = hv->pos;
+          if (auto b = r_.bytes(*hv, Bytes{0}, Bytes{1ULL << 30})) q.pfc.headroom = *b;
+        }
+        if (auto lv = pm->take("priorities")) {
+          if (auto items = r_.list(*lv)) {
+            uint8_t mask = 0;
+            for (const auto& it : *items) {
+              auto p = r_.integer(it, 0, 7);
+              if (!p) continue;
+              if (!((q.lossless_mask >> *p) & 1))
+                r_.error(ErrorKind::kInconsistent, it,
+                         it.path + ": priority " + std::to_string(*p) +
+                             " is not lossless (qos.lossless); PFC pauses lossless priorities only");
+              mask |= static_cast<uint8_t>(1u << *p);
+            }
+            q.pfc_mask = mask;
+          }
+        }
         if (raw.xon && *raw.xon >= q.pfc.xoff)
           r_.error(ErrorKind::kInconsistent, xonv->pos, "qos.pfc: xon " + format_bytes(*raw.xon) +
                                                              " must be below xoff " + format_bytes(q.pfc.xoff));

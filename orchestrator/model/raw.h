@@ -48,6 +48,7 @@ struct RawScenario {
   std::vector<RawNode> nodes;
   std::vector<RawLink> links;
   std::optional<Bytes> xon;  // qos.pfc.xon as written
+  Position headroom_pos;  // qos.pfc.headroom, when given
   Position qos_pos;
 };
 

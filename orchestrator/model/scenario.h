@@ -123,6 +123,9 @@ struct PfcConfig {
   Bytes xoff{128 * 1024};
   std::optional<Bytes> xon;  // default XOFF - 2 x MTU, resolved against the fabric's MTU
   uint32_t quanta = 65535;
+  // What may still arrive after XOFF went out; computed from MTU, link and the agent's
+  // measured reaction when unset (the agent reports it). At least one MTU when set.
+  std::optional<Bytes> headroom;
 };
 
 struct BufferConfig {
@@ -142,6 +145,7 @@ struct Qos {
   std::string profile = "roce-lossless";
   std::array<uint8_t, 64> dscp_to_prio = default_dscp_map();
   uint8_t lossless_mask = 1u << 3;
+  uint8_t pfc_mask = 1u << 3;  // priorities PFC pauses: the lossless ones, or qos.pfc.priorities
   EcnConfig ecn;
   bool pfc_enabled = true;
   PfcConfig pfc;

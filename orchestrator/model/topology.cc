@@ -659,6 +659,10 @@ class Builder {
       else
         pfc.xon = Bytes{pfc.xoff.n - 2ull * mtu};
     }
+    if (pfc.headroom && pfc.headroom->n < mtu)
+      err(ErrorKind::kOutOfRange, raw_.headroom_pos,
+          "qos.pfc.headroom: " + format_bytes(*pfc.headroom) + " is below one MTU (" + std::to_string(mtu) +
+              " bytes): a frame already on the wire when XOFF goes out could not be held");
   }
 
   bool has_port(size_t ni, const std::string& ifname) const {

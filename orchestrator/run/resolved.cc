@@ -67,6 +67,11 @@ ordered_json qos_json(const Qos& q) {
   pfc["xoff"] = format_bytes(q.pfc.xoff);
   if (q.pfc.xon) pfc["xon"] = format_bytes(*q.pfc.xon);
   pfc["quanta"] = q.pfc.quanta;
+  ordered_json prios = ordered_json::array();
+  for (int p = 0; p < 8; ++p)
+    if (q.pfc_mask & (1u << p)) prios.push_back(p);
+  pfc["priorities"] = prios;
+  if (q.pfc.headroom) pfc["headroom"] = format_bytes(*q.pfc.headroom);
   j["pfc"] = pfc;
   j["buffer"] = {{"size", format_bytes(q.buffer.size)}, {"dynamic_th", q.buffer.dynamic_th}};
   return j;

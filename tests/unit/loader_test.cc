@@ -141,6 +141,20 @@ TEST(Loader, PfcThresholdsMustLeaveHysteresis) {
   EXPECT_NE(e[0].find("qos.pfc: xon 100KiB"), std::string::npos) << e[0];
 }
 
+// Issue 5's validation: PFC only on lossless priorities, headroom at least one MTU.
+TEST(Loader, PfcOnlyOnLosslessPrioritiesWithHeadroomOfAnMtu) {
+  auto e = errors_of(std::string(kSmall) + "qos:\n  lossless: [3, 4]\n  pfc: {priorities: [3, 5]}\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("qos.pfc.priorities[1]: priority 5 is not lossless"), std::string::npos) << e[0];
+  auto h = errors_of(std::string(kSmall) + "defaults: {mtu: 4200}\nqos:\n  pfc: {headroom: 4199}\n");
+  ASSERT_EQ(h.size(), 1u);
+  EXPECT_NE(h[0].find("qos.pfc.headroom: 4199B is below one MTU (4200 bytes)"), std::string::npos) << h[0];
+  auto ok = rocelab::testing::must_load(std::string(kSmall) + "qos:\n  lossless: [3, 4]\n  pfc: {priorities: [4], headroom: 4200}\n");
+  EXPECT_EQ(ok.qos.pfc_mask, 1u << 4);
+  EXPECT_EQ(ok.qos.lossless_mask, (1u << 3) | (1u << 4));
+  EXPECT_EQ(ok.qos.pfc.headroom->n, 4200u);
+}
+
 TEST(Loader, TimeScaleAppliesToEmulatedValuesOnly) {
   auto s = must_load("scale: 250\ndefaults: {rate: 400G}\nfabric: {type: fat-tree, k: 4}\n");
   EXPECT_EQ(s.links[0].rate.bps, 400'000'000'000ULL);
