@@ -344,6 +344,30 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
   return 0;
 }
 
+int cmd_pause(const po::variables_map& vm, const Globals&) {
+  std::string name;
+  if (vm.count("instance")) name = vm["instance"].as<std::string>();
+  else if (auto all = fabric::list_instances(); all.size() == 1) name = all.front();
+  else {
+    std::cerr << "rocelab pause: name the instance with --instance\n";
+    return kExitBadInput;
+  }
+  if (!model::is_instance_name(name) || !vm.count("target") || !vm.count("prio")) {
+    std::cerr << "rocelab pause: usage: rocelab pause [--instance NAME] [--resume] NODE:PORT --prio P\n";
+    return kExitBadInput;
+  }
+  const bool resume = vm.count("resume") > 0;
+  const int prio = vm["prio"].as<int>();
+  std::string why;
+  if (prio < 0 || prio > 7 ||
+      !fabric::set_port_pause(name, vm["target"].as<std::string>(), static_cast<uint32_t>(prio), !resume, why)) {
+    std::cerr << "rocelab pause: " << (why.empty() ? "priority must be 0..7" : why) << "\n";
+    return why.find("cannot pause") != std::string::npos || why.empty() ? kExitBadInput : kExitEnvironment;
+  }
+  std::cout << vm["target"].as<std::string>() << " priority " << prio << (resume ? " resumed" : " paused") << "\n";
+  return 0;
+}
+
 int cmd_status(const po::variables_map& vm, const Globals& g) {
   std::vector<std::string> names;
   if (vm.count("name")) names.push_back(vm["name"].as<std::string>());
@@ -461,6 +485,19 @@ const std::vector<Command>& commands() {
              "target", po::value<std::string>(), "NODE or NODE:PORT");
        },
        cmd_stats},
+      {"pause", "NODE:PORT", "pause (or --resume) one priority on a port's egress, as PFC does",
+       "What a received PFC XOFF does to a port, by hand: priority P stops leaving NODE:PORT,\n"
+       "packets already queued stay queued, every other priority keeps flowing. --resume is the\n"
+       "XON. Only PFC priorities pause (their queue is a TBF under the HTB class). A learning\n"
+       "and fault-injection tool; in a running fabric the agent does this on received frames.",
+       "sudo rocelab pause leaf1:host1 --prio 3 && sudo rocelab stats leaf1:host1\n"
+       "  sudo rocelab pause --resume leaf1:host1 --prio 3",
+       [](po::options_description& d) {
+         d.add_options()("instance", po::value<std::string>(), "instance (default: the only one up)")(
+             "prio", po::value<int>(), "priority 0..7")("resume", "resume instead of pausing")(
+             "target", po::value<std::string>(), "NODE:PORT");
+       },
+       cmd_pause},
       {"doctor", "", "say what this kernel and machine can and cannot do",
        "Tries each capability for real, inside a private network namespace that vanishes\n"
        "afterwards: netns, veth, HTB/TBF/clsact and optional qdiscs (netem, fq, ...), BPF with\n"

@@ -261,7 +261,7 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
     for (const auto& r : np.routes) b.add_route(r);
     for (const auto& r : np.rules) b.add_rule(r);
     for (const PortPlan& p : np.ports) {
-      netlink::SchedulerSpec sch{p.ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, p.rate_bps, p.mtu, {}};
+      netlink::SchedulerSpec sch{p.ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, p.rate_bps, p.mtu, {}, plan_.port_config.pfc_mask};
       // bfifo is a backstop: the egress program admits against queue_limit first and
       // counts what it refuses by name.
       for (int q = 0; q < RL_NUM_PRIO; ++q) sch.fifo_limit[q] = plan_.port_config.queue_limit[q] + 64 * 1024;

@@ -4,11 +4,16 @@
 #include <netlink/route/class.h>
 #include <netlink/route/link.h>
 #include <netlink/route/tc.h>
+#include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/htb.h>
+#include <netlink/route/qdisc/tbf.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "bpf/port_programs.h"
 #include "fabric/realiser.h"
+#include "netlink/batch.h"
 #include "netlink/route_socket.h"
 #include "sys/netns.h"
 
@@ -128,6 +133,77 @@ std::optional<std::vector<NodeRef>> instance_nodes(const std::string& instance, 
   for (const auto& n : st->nodes)
     if (n.present) out.push_back({n.node, n.netns, -1});
   return out;
+}
+
+}  // namespace rocelab::fabric
+
+namespace rocelab::fabric {
+
+bool set_port_pause(const std::string& instance, const std::string& target, uint32_t prio, bool paused,
+                    std::string& why) {
+  auto colon = target.find(':');
+  if (colon == std::string::npos || prio >= RL_NUM_PRIO) {
+    why = "expected NODE:PORT and a priority 0..7";
+    return false;
+  }
+  auto nodes = instance_nodes(instance, why);
+  if (!nodes) return false;
+  const std::string node = target.substr(0, colon), port = target.substr(colon + 1);
+  auto n = std::find_if(nodes->begin(), nodes->end(), [&](const NodeRef& r) { return r.node == node; });
+  if (n == nodes->end()) {
+    why = "instance " + instance + " has no node '" + node + "'";
+    return false;
+  }
+  auto fd = sys::open_named_netns(n->netns, why);
+  auto scope = fd ? sys::NetnsScope::enter(fd->get(), why) : std::nullopt;
+  if (!scope) return false;
+  netlink::Status st;
+  auto sock = netlink::RouteSocket::open(st);
+  if (!sock) {
+    why = st.text;
+    return false;
+  }
+  rtnl_link* link = nullptr;
+  if (int e = rtnl_link_get_kernel(sock->get(), 0, port.c_str(), &link); e < 0) {
+    why = netlink::Status::from_nl(e, target).text;
+    return false;
+  }
+  netlink::PauseSpec ps;
+  ps.ifindex = rtnl_link_get_ifindex(link);
+  ps.mtu = rtnl_link_get_mtu(link);
+  rtnl_link_put(link);
+  ps.major = RL_HTB_MAJOR;
+  ps.class_base = RL_CLASS_BASE;
+  ps.prio = prio;
+  ps.paused = paused;
+  // The line rate from the port's HTB parent class, the limit from the TBF leaf itself.
+  nl_cache *classes = nullptr, *qdiscs = nullptr;
+  if (rtnl_class_alloc_cache(sock->get(), ps.ifindex, &classes) < 0 || rtnl_qdisc_alloc_cache(sock->get(), &qdiscs) < 0) {
+    if (classes) nl_cache_free(classes);
+    why = target + ": cannot read its qdiscs";
+    return false;
+  }
+  CachePtr cc(classes), qc(qdiscs);
+  if (auto* c = rtnl_class_get(classes, ps.ifindex, TC_H_MAKE(RL_HTB_MAJOR << 16, 1))) {
+    uint64_t rate = 0;
+    if (rtnl_htb_get_rate64(c, &rate) == 0) ps.rate_bps = rate * 8;
+    rtnl_class_put(c);
+  }
+  rtnl_qdisc* leaf = rtnl_qdisc_get_by_parent(qdiscs, ps.ifindex, TC_H_MAKE(RL_HTB_MAJOR << 16, RL_CLASS_BASE + prio));
+  bool tbf = leaf && std::string(rtnl_tc_get_kind(reinterpret_cast<rtnl_tc*>(leaf))) == "tbf";
+  if (tbf) ps.limit = static_cast<uint32_t>(rtnl_qdisc_tbf_get_limit(leaf));
+  if (leaf) rtnl_qdisc_put(leaf);
+  if (!tbf || !ps.rate_bps) {
+    why = target + ": priority " + std::to_string(prio) + " cannot pause (PFC priorities only: qos.pfc.priorities)";
+    return false;
+  }
+  netlink::Batch b(*sock);
+  b.set_pause(ps);
+  if (auto s2 = b.flush(); !s2.ok()) {
+    why = s2.text;
+    return false;
+  }
+  return true;
 }
 
 }  // namespace rocelab::fabric

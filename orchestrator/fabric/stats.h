@@ -39,3 +39,13 @@ std::optional<std::vector<PortStats>> read_stats(const std::vector<NodeRef>& nod
 std::optional<std::vector<NodeRef>> instance_nodes(const std::string& instance, std::string& why);
 
 }  // namespace rocelab::fabric
+
+namespace rocelab::fabric {
+
+// Pauses (or resumes) priority `prio` on the egress of NODE:PORT of a running instance, as
+// a received PFC XOFF (XON) does: the priority's TBF leaf goes to ~1000 B/s, queued
+// packets stay queued, other priorities keep flowing. Only PFC priorities can pause.
+bool set_port_pause(const std::string& instance, const std::string& target, uint32_t prio, bool paused,
+                    std::string& why);
+
+}  // namespace rocelab::fabric

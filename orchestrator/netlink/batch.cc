@@ -21,6 +21,7 @@
 #include <netlink/route/qdisc.h>
 #include <netlink/route/qdisc/fifo.h>
 #include <netlink/route/qdisc/htb.h>
+#include <netlink/route/qdisc/tbf.h>
 #include <netlink/socket.h>
 #include <sys/socket.h>
 
@@ -212,6 +213,10 @@ void Batch::add_scheduler(const SchedulerSpec& s) {
   add_class(1, 0, bytes_per_s, -1);
   for (uint32_t p = 0; p < 8; ++p) {
     add_class(s.class_base + p, 1, assured, static_cast<int>(7 - p));  // HTB: 0 is served first
+    if ((s.pausable >> p) & 1) {
+      set_pause({s.ifindex, s.major, s.class_base, p, false, s.rate_bps, s.mtu, s.fifo_limit[p]});
+      continue;
+    }
     QdiscPtr fifo(rtnl_qdisc_alloc());
     if (!fifo) return queue(nullptr, -NLE_NOMEM, port + "bfifo");
     rtnl_tc_set_ifindex(tc(fifo.get()), s.ifindex);
@@ -223,6 +228,30 @@ void Batch::add_scheduler(const SchedulerSpec& s) {
     int err = rtnl_qdisc_build_add_request(fifo.get(), NLM_F_CREATE | NLM_F_EXCL, &m);
     queue(m, err, port + "bfifo under class " + std::to_string(s.class_base + p));
   }
+}
+
+void Batch::set_pause(const PauseSpec& p) {
+  std::unique_ptr<rtnl_qdisc, Deleter<rtnl_qdisc, rtnl_qdisc_put>> q(rtnl_qdisc_alloc());
+  const std::string what = "interface " + std::to_string(p.ifindex) + ": " + (p.paused ? "pause" : "resume") +
+                           " priority " + std::to_string(p.prio);
+  if (!q) return queue(nullptr, -NLE_NOMEM, what);
+  auto* tc = reinterpret_cast<rtnl_tc*>(q.get());
+  rtnl_tc_set_ifindex(tc, p.ifindex);
+  rtnl_tc_set_parent(tc, TC_H_MAKE(p.major << 16, p.class_base + p.prio));
+  rtnl_tc_set_handle(tc, TC_H_MAKE((p.major + 1 + p.prio) << 16, 0));
+  rtnl_tc_set_kind(tc, "tbf");
+  const int frame = static_cast<int>(p.mtu) + 14;
+  // Above the port's rate TBF never holds anything back: HTB's class shapes. (libnl takes
+  // the rate as int bytes/s: a port faster than 17 Gbit/s emulated resumes to that cap.)
+  const int line = static_cast<int>(std::min<uint64_t>(p.rate_bps / 8, INT32_MAX));
+  const int rate = p.paused ? 1000 : line;
+  const int bucket = p.paused ? frame : std::max(2 * frame, line / 1000);
+  rtnl_qdisc_tbf_set_limit(q.get(), static_cast<int>(std::min<uint32_t>(p.limit, INT32_MAX)));
+  rtnl_qdisc_tbf_set_rate(q.get(), rate, bucket, 0);
+  nl_msg* msg = nullptr;
+  // Create at set-up, change in place afterwards (the same handle under the same class).
+  int e = rtnl_qdisc_build_add_request(q.get(), NLM_F_CREATE | NLM_F_REPLACE, &msg);
+  queue(msg, e, what);
 }
 
 Status Batch::flush() {

@@ -53,6 +53,19 @@ struct SchedulerSpec {
   uint64_t rate_bps = 0;           // emulated link rate, bit/s
   uint32_t mtu = 1500;
   std::array<uint32_t, 8> fifo_limit{};  // bytes, per priority
+  uint8_t pausable = 0;  // priorities whose leaf is a TBF (pause = its rate near zero)
+};
+
+// Pausing priority `prio` of a port (PFC received), or resuming it: the TBF leaf under the
+// priority's class goes to ~1000 B/s and back to the line rate. Queued packets stay queued;
+// TBF refills its bucket on each change, so a pause may let one packet through.
+struct PauseSpec {
+  int ifindex = 0;
+  uint32_t major = 1, class_base = 0x10, prio = 3;
+  bool paused = true;
+  uint64_t rate_bps = 0;  // the line rate to resume to
+  uint32_t mtu = 1500;
+  uint32_t limit = 0;     // the leaf's queue limit, bytes
 };
 
 struct RuleSpec {
@@ -76,6 +89,7 @@ class Batch {
   void add_neigh(const NeighSpec& n);
   void add_rule(const RuleSpec& r);
   void add_scheduler(const SchedulerSpec& s);
+  void set_pause(const PauseSpec& p);
   size_t size() const { return pending_.size(); }
 
   // Sends every queued request and waits for all their acks. The first failure (in request

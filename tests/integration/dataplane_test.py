@@ -57,8 +57,8 @@ def curve(q):
     return PMAX * (q - KMIN) / (KMAX - KMIN)
 
 
-@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
-class DataPlane(unittest.TestCase):
+class OneSwitch(unittest.TestCase):
+    """sw with h1, h2 (400 Gbit/s links) and h3 (100 Gbit/s), up for each test."""
     instance = f"dp{PID}"
 
     def setUp(self):
@@ -86,6 +86,9 @@ class DataPlane(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return {p["prio"]: p for p in json.loads(r.stdout)["ports"][0]["priorities"]}
 
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class DataPlane(OneSwitch):
     def test_strict_priority_line_rate_ecn_and_exact_depth(self):
         seconds = 7.0
         senders = [
@@ -163,6 +166,46 @@ class DataPlane(unittest.TestCase):
         self.assertGreater(sw_h1[3]["pfc_tx"], 0)
         self.assertEqual(h1[3]["pfc_rx"], sw_h1[3]["pfc_tx"])
         self.assertEqual(self.port("sw:h2")[0]["pfc_tx"], 0)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class Pause(OneSwitch):
+    """A paused priority stops on that port, queued packets included; others flow."""
+
+    def test_pause_holds_one_priority_and_resume_releases_it(self):
+        senders = [
+            subprocess.Popen(["ip", "netns", "exec", f"rl-{self.instance}.{h}", sys.executable,
+                              os.path.join(HERE, "blast.py"), self.h3, str(tos), str(0.4 * RATE), "4"],
+                             stdout=subprocess.PIPE, text=True)
+            for h, tos in (("h1", 26 << 2 | 2), ("h2", 0))]
+        try:
+            time.sleep(0.8)
+            r = rocelab("pause", "--instance", self.instance, "sw:h3", "--prio", "3")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            _, a = self.sample()
+            time.sleep(1.0)
+            _, b = self.sample()
+            r = rocelab("pause", "--instance", self.instance, "--resume", "sw:h3", "--prio", "3")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            time.sleep(1.0)
+            _, c = self.sample()
+        finally:
+            for p in senders:
+                p.communicate(timeout=30)
+        d3 = b[3]["shaper"]["tx_bytes"] - a[3]["shaper"]["tx_bytes"]
+        d0 = b[0]["shaper"]["tx_bytes"] - a[0]["shaper"]["tx_bytes"]
+        held = b[3]["shaper"]["backlog_bytes"] - a[3]["shaper"]["backlog_bytes"]
+        print(f"\npaused 1 s: priority 3 sent {d3} B (backlog +{held} B), priority 0 sent {d0} B; "
+              f"after resume priority 3 sent {c[3]['shaper']['tx_bytes'] - b[3]['shaper']['tx_bytes']} B",
+              file=sys.stderr)
+        self.assertLessEqual(d3, 2 * 1042 + 1000, "paused: at most the leak of a TBF change and 1000 B/s")
+        self.assertGreater(held, 0.8 * 0.4 * RATE / 8, "what arrived meanwhile is queued, not sent")
+        self.assertGreater(d0, 0.8 * 0.4 * RATE / 8, "priority 0 kept flowing")
+        self.assertEqual(sum(b[3]["drops"].values()), 0)
+        self.assertGreater(c[3]["shaper"]["tx_bytes"] - b[3]["shaper"]["tx_bytes"], held, "resumed: the backlog drains")
+        lossy = rocelab("pause", "--instance", self.instance, "sw:h3", "--prio", "0")
+        self.assertEqual(lossy.returncode, 3)
+        self.assertIn("cannot pause", lossy.stderr)
 
 
 def main():
