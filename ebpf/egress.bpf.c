@@ -176,9 +176,16 @@ int rl_egress(struct __sk_buff *skb)
 	if ((skb->mark >> 16) == RL_MARK_PROBE_MAGIC)
 		return class_backlog(skb, RL_CLASSID(skb->mark & 7));
 	bpf_skb_load_bytes(skb, 12, &proto, sizeof proto);
-	/* MAC control (PFC) never queues behind data. */
-	if (proto == bpf_htons(0x8808)) {
+	/* MAC control (PFC, e.g. the agent's XON) never queues behind data. */
+	if (proto == bpf_htons(RL_PFC_ETHERTYPE)) {
+		__u8 vector = 0;
 		skb->priority = RL_DIRECT_CLASSID;
+		bpf_skb_load_bytes(skb, 17, &vector, 1);
+		for (int p = 0; p < RL_NUM_PRIO; p++) {
+			struct rl_counters *c = (vector >> p) & 1 ? counters_of(skb->ifindex, p) : 0;
+			if (c)
+				__sync_fetch_and_add(&c->pfc_tx, 1);
+		}
 		return TC_ACT_OK;
 	}
 	int tos = ipv4_tos(skb);
@@ -189,7 +196,13 @@ int rl_egress(struct __sk_buff *skb)
 	__u32 depth = queue_depth(skb, prio);
 	int lossless = (cfg->lossless_mask >> prio) & 1;
 
-	if (depth + skb->len > cfg->queue_limit[prio]) {
+	__u32 slot = slot_of(skb->ifindex);
+	struct rl_port_info *self = bpf_map_lookup_elem(&port_info, &slot);
+	int host_lossless = lossless && self && (self->flags & RL_PORT_HOST);
+
+	/* A host NIC holds its own lossless traffic however long it is paused: the sender's
+	 * socket buffer fills and blocks it, as an RNIC's send queue backpressures. */
+	if (!host_lossless && depth + skb->len > cfg->queue_limit[prio]) {
 		if (cnt)
 			cnt->depth_after = depth;
 		return drop(cnt, lossless ? RL_DROP_HEADROOM : RL_DROP_QUEUE_FULL);

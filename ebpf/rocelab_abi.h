@@ -98,9 +98,11 @@ struct rl_config {
 #define RL_MARK_PROBE(prio) ((RL_MARK_PROBE_MAGIC << 16) | ((prio) & 7u))
 
 /* Per port slot: what a PFC frame needs to know about its port. */
+#define RL_PORT_HOST 1u /* a host NIC: never drops its own lossless traffic (backpressure) */
+
 struct rl_port_info {
 	__u8 mac[6];
-	__u16 pad;
+	__u16 flags;      /* RL_PORT_* */
 	__u32 quantum_ps; /* one pause quantum, 512 bit-times at the emulated rate, in ps */
 	__u32 pad2;
 };

@@ -72,6 +72,10 @@ class PortPrograms {
 // namespace (how `rocelab stats` finds a running fabric's counters).
 std::unique_ptr<Counters> counters_of_attached_port(int ifindex, std::string& why);
 
+// A map of the program attached to `ifindex` (egress or ingress) by its name, as an owned
+// fd (calling thread's namespace); -1 with `why` when there is none.
+int attached_map_fd(int ifindex, bool ingress, const std::string& name, std::string& why);
+
 // The egress program attached to `ifindex` (calling thread's namespace), as an owned fd.
 int attached_egress_fd(int ifindex, std::string& why);
 // Bytes queued now in priority `prio`'s class of `ifindex`, read by the egress program

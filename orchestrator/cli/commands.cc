@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bpf/probe.h"
+#include "agent/agent.h"
 #include "bpf/port_programs.h"
 #include "fabric/realiser.h"
 #include "fabric/stats.h"
@@ -368,6 +370,42 @@ int cmd_pause(const po::variables_map& vm, const Globals&) {
   return 0;
 }
 
+int cmd_agent(const po::variables_map& vm, const Globals&) {
+  if (!vm.count("instance") || !model::is_instance_name(vm["instance"].as<std::string>())) {
+    std::cerr << "rocelab agent: --instance NAME (started by 'rocelab up')\n";
+    return kExitBadInput;
+  }
+  const std::string name = vm["instance"].as<std::string>();
+  if (vm.count("go-fd")) {
+    // Wait for `up` to have recorded us in the state file; EOF means it died first.
+    int fd = vm["go-fd"].as<int>();
+    char c;
+    ssize_t n;
+    do n = read(fd, &c, 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n != 1) return 0;
+  }
+  catch_signals();
+  std::string why;
+  auto nodes = fabric::instance_nodes(name, why);
+  if (!nodes) {
+    std::cerr << "rocelab agent: " << why << "\n";
+    return kExitEnvironment;
+  }
+  agent::Options o;
+  o.instance = name;
+  for (const auto& n : *nodes) o.nodes.push_back({n.node, n.netns});
+  o.state_path = fabric::state_path(name);
+  o.stats_path = fabric::agent_stats_path(name);
+  o.stop = &g_cancel;
+  if (!agent::run(o, why)) {
+    std::cerr << "rocelab agent: " << why << "\n";
+    return kExitEnvironment;
+  }
+  return 0;
+}
+
 int cmd_status(const po::variables_map& vm, const Globals& g) {
   std::vector<std::string> names;
   if (vm.count("name")) names.push_back(vm["name"].as<std::string>());
@@ -498,6 +536,17 @@ const std::vector<Command>& commands() {
              "target", po::value<std::string>(), "NODE:PORT");
        },
        cmd_pause},
+      {"agent", "", "the instance's agent (started by up, stopped by down)",
+       "Acts on received PFC frames (pauses that priority on that port until the pause time\n"
+       "runs out or XON arrives), sends XON for ports this switch paused once their queues\n"
+       "drained, and writes its figures (reaction latency p50/p99) to\n"
+       "/run/rocelab/NAME.agent.json. 'rocelab up' starts it and records it in the state file.",
+       "rocelab up scenarios/incast-lossless.yaml && cat /run/rocelab/incast.agent.json",
+       [](po::options_description& d) {
+         d.add_options()("instance", po::value<std::string>(), "instance")(
+             "go-fd", po::value<int>(), "handshake pipe from up (internal)");
+       },
+       cmd_agent},
       {"doctor", "", "say what this kernel and machine can and cannot do",
        "Tries each capability for real, inside a private network namespace that vanishes\n"
        "afterwards: netns, veth, HTB/TBF/clsact and optional qdiscs (netem, fq, ...), BPF with\n"

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -21,12 +22,14 @@
 #include "netlink/batch.h"
 #include "netlink/offload.h"
 #include "sys/host_info.h"
+#include "sys/process.h"
 
 namespace rocelab::fabric {
 
 namespace {
 
 constexpr const char* kMagic = "rocelab-state 1";
+constexpr uint32_t kHostLosslessLimit = 256u << 20;
 constexpr const char* kHashSeedSysctl = "net/ipv4/fib_multipath_hash_seed";
 using Clock = std::chrono::steady_clock;
 
@@ -43,6 +46,8 @@ struct LogEntries {
   bool ready = false;
   std::vector<std::pair<std::string, std::string>> netns;  // (namespace, node)
   std::vector<std::array<std::string, 4>> veths;           // ns a, if a, ns b, if b
+  std::vector<std::pair<int, uint64_t>> procs;             // (pid, start time)
+  std::vector<std::string> files;
 };
 
 LogEntries parse_log(const std::vector<std::string>& lines) {
@@ -61,6 +66,13 @@ LogEntries parse_log(const std::vector<std::string>& lines) {
       std::string ns, node;
       in >> ns >> node;
       e.netns.emplace_back(ns, node);
+    } else if (key == "proc") {
+      int pid = 0;
+      uint64_t start = 0;
+      if (in >> pid >> start) e.procs.emplace_back(pid, start);
+    } else if (key == "file") {
+      std::string f;
+      if (in >> f) e.files.push_back(f);
     } else if (key == "veth") {
       std::array<std::string, 4> v;
       in >> v[0] >> v[1] >> v[2] >> v[3];
@@ -84,6 +96,9 @@ bool owned_name(const std::string& ns, const std::string& prefix) {
 bool replay(const LogEntries& e, const std::string& instance, size_t& removed, std::string& why) {
   const std::string prefix = prefix_of(instance);
   bool ok = true;
+  // Processes first (they act on the namespaces), each only if it is still the one started.
+  for (const auto& [pid, start] : e.procs)
+    if (!sys::stop_process(pid, start, 1000, why)) ok = false;
   for (auto it = e.netns.rbegin(); it != e.netns.rend(); ++it) {
     if (!owned_name(it->first, prefix)) {
       why = "state file names '" + it->first + "', not a namespace of instance " + instance + ": left alone";
@@ -97,6 +112,17 @@ bool replay(const LogEntries& e, const std::string& instance, size_t& removed, s
       why = w;
       ok = false;
     }
+  }
+  // Files the testbed wrote beside the state file: only this instance's, only there.
+  const std::string mine = std::string(sys::kStateDir) + "/" + instance + ".";
+  for (const std::string& f : e.files) {
+    if (f.rfind(mine, 0) != 0 || f.find("/", mine.size()) != std::string::npos || f.find("..") != std::string::npos) {
+      why = "state file names '" + f + "', not a file of instance " + instance + ": left alone";
+      ok = false;
+      continue;
+    }
+    std::remove(f.c_str());
+    std::remove((f + ".tmp").c_str());
   }
   return ok;
 }
@@ -146,7 +172,7 @@ std::unique_ptr<Fabric> Fabric::up(const model::Scenario& s, const UpOptions& o,
             "' takes it away";
     return nullptr;
   }
-  if (!f->build(o, why)) {
+  if (!f->build(o, why) || !f->start_agent(why)) {
     std::string w;
     if (!f->down(w)) why += "; rollback: " + w;
     return nullptr;
@@ -184,6 +210,7 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
       rl_port_info info{};
       std::copy(p.mac.begin(), p.mac.end(), info.mac);
       info.quantum_ps = quantum_ps(p.rate_bps);
+      info.flags = np.host ? RL_PORT_HOST : 0;
       if (!progs->set_port_info(p.slot, info, why)) return false;
     }
 
@@ -265,6 +292,11 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
       // bfifo is a backstop: the egress program admits against queue_limit first and
       // counts what it refuses by name.
       for (int q = 0; q < RL_NUM_PRIO; ++q) sch.fifo_limit[q] = plan_.port_config.queue_limit[q] + 64 * 1024;
+      // A host holds its paused lossless traffic until its senders block (the socket
+      // buffers fill first): room far beyond any send buffer.
+      if (np.host)
+        for (int q = 0; q < RL_NUM_PRIO; ++q)
+          if ((plan_.port_config.pfc_mask >> q) & 1) sch.fifo_limit[q] = kHostLosslessLimit;
       b.add_scheduler(sch);
     }
     if (auto st = b.flush(); !st.ok()) {
@@ -292,6 +324,27 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.3f", up_seconds_);
   return log_->append({std::string("ready ") + secs}, why);
+}
+
+// The agent: logged as a file it will write and a process, then let run. If we die before
+// logging it, it sees its handshake pipe close and exits, so nothing unrecorded survives.
+bool Fabric::start_agent(std::string& why) {
+  if (!plan_.port_config.pfc_mask) return true;  // nothing to pause: no agent needed
+  agent_stats_ = agent_stats_path(instance_);
+  if (!log_->append({"file " + agent_stats_}, why)) return false;
+  auto sp = sys::spawn_self({"agent", "--instance", instance_}, why);
+  if (!sp) return false;
+  sys::Fd go(sp->go_fd);
+  if (!log_->append({"proc " + std::to_string(sp->pid) + " " + std::to_string(sp->starttime)}, why)) return false;
+  if (write(go.get(), "g", 1) != 1) {
+    why = "start the agent: " + std::string(std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+std::string agent_stats_path(const std::string& instance) {
+  return std::string(sys::kStateDir) + "/" + instance + ".agent.json";
 }
 
 Fabric::~Fabric() = default;

@@ -21,6 +21,8 @@
 namespace rocelab::fabric {
 
 std::string state_path(const std::string& instance);
+// Where the instance's agent writes its figures (JSON, every half second).
+std::string agent_stats_path(const std::string& instance);
 
 struct UpOptions {
   std::string scenario_path;                          // recorded in the state file
@@ -52,12 +54,14 @@ class Fabric {
   };
   Fabric(std::string instance, KernelPlan plan) : instance_(std::move(instance)), plan_(std::move(plan)) {}
   bool build(const UpOptions& o, std::string& why);
+  bool start_agent(std::string& why);
 
   std::string instance_;
   KernelPlan plan_;
   std::unique_ptr<sys::StateLog> log_;
   std::vector<NodeHandles> nodes_;
   std::vector<std::string> notes_;
+  std::string agent_stats_;
   double up_seconds_ = 0;
 };
 

@@ -1,0 +1,355 @@
+#include "agent/agent.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <netlink/cache.h>
+#include <netlink/route/class.h>
+#include <netlink/route/link.h>
+#include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/htb.h>
+#include <netlink/route/qdisc/tbf.h>
+#include <netlink/route/tc.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "bpf/port_programs.h"
+#include "netlink/batch.h"
+#include "netlink/route_socket.h"
+#include "rocelab_abi.h"
+#include "sys/netns.h"
+
+namespace rocelab::agent {
+
+namespace {
+
+uint64_t now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // bpf_ktime_get_ns()'s clock
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+struct Port {
+  size_t node = 0;
+  int ifindex = 0;
+  uint32_t slot = 0;
+  std::string name;
+  netlink::PauseSpec pause[RL_NUM_PRIO];  // rate, MTU, limit of each PFC priority's TBF
+  bool pausable[RL_NUM_PRIO] = {};
+  rl_port_info info{};
+  sys::Fd packet;  // AF_PACKET, bound to the port: the XON the agent sends leaves here
+};
+
+struct Node {
+  std::string name;
+  sys::Fd netns;
+  std::unique_ptr<netlink::RouteSocket> rtnl;
+  sys::Fd egress;  // the egress program, to read queue occupancy (probe)
+  std::vector<uint32_t> slots;
+};
+
+struct Paused {
+  bool on = false;
+  uint64_t until_ns = 0;
+};
+
+class Agent {
+ public:
+  explicit Agent(const Options& o) : o_(o) {}
+
+  bool setup(std::string& why) {
+    for (const AgentNode& an : o_.nodes) {
+      Node n;
+      n.name = an.node;
+      auto fd = sys::open_named_netns(an.netns, why);
+      if (!fd) return false;
+      n.netns = std::move(*fd);
+      auto scope = sys::NetnsScope::enter(n.netns.get(), why);
+      if (!scope) return false;
+      netlink::Status st;
+      n.rtnl = netlink::RouteSocket::open(st);
+      if (!n.rtnl) {
+        why = st.text;
+        return false;
+      }
+      if (!scan_ports(n, nodes_.size(), why)) return false;
+      nodes_.push_back(std::move(n));
+    }
+    if (ports_.empty()) {
+      why = "the fabric has no ports";
+      return false;
+    }
+    uint32_t zero = 0;
+    if (bpf_map_lookup_elem(config_.get(), &zero, &cfg_) != 0) {
+      why = "read port_config";
+      return false;
+    }
+    for (auto& [slot, p] : ports_) bpf_map_lookup_elem(info_.get(), &slot, &p.info);
+    rb_ = ring_buffer__new(events_.get(), &Agent::on_event, this, nullptr);
+    if (!rb_) {
+      why = "open the PFC event ring buffer";
+      return false;
+    }
+    return true;
+  }
+
+  ~Agent() {
+    if (rb_) ring_buffer__free(rb_);
+  }
+
+  bool loop(std::string& why) {
+    uint64_t last_write = 0, last_alive = now_ns();
+    while (!(o_.stop && o_.stop->load())) {
+      ring_buffer__poll(rb_, 1);
+      const uint64_t now = now_ns();
+      expire(now);
+      send_xon_where_drained(why);
+      if (now - last_write > 500'000'000ull) {
+        write_stats();
+        last_write = now;
+      }
+      if (now - last_alive > 100'000'000ull) {
+        struct stat st {};
+        if (stat(o_.state_path.c_str(), &st) != 0) break;  // the fabric was taken down
+        last_alive = now;
+      }
+    }
+    write_stats();
+    return true;
+  }
+
+ private:
+  bool scan_ports(Node& n, size_t node_index, std::string& why) {
+    nl_cache *links = nullptr, *classes = nullptr, *qdiscs = nullptr;
+    if (rtnl_link_alloc_cache(n.rtnl->get(), AF_UNSPEC, &links) < 0 || rtnl_qdisc_alloc_cache(n.rtnl->get(), &qdiscs) < 0) {
+      why = n.name + ": list interfaces";
+      return false;
+    }
+    for (nl_object* o = nl_cache_get_first(links); o; o = nl_cache_get_next(o)) {
+      auto* l = reinterpret_cast<rtnl_link*>(o);
+      int ifindex = rtnl_link_get_ifindex(l);
+      if (ifindex < RL_FIRST_PORT_IFINDEX) continue;
+      Port p;
+      p.node = node_index;
+      p.ifindex = ifindex;
+      p.slot = static_cast<uint32_t>(ifindex - RL_FIRST_PORT_IFINDEX);
+      p.name = rtnl_link_get_name(l);
+      uint64_t rate = 0;
+      if (rtnl_class_alloc_cache(n.rtnl->get(), ifindex, &classes) >= 0) {
+        if (auto* c = rtnl_class_get(classes, ifindex, TC_H_MAKE(RL_HTB_MAJOR << 16, 1))) {
+          rtnl_htb_get_rate64(c, &rate);
+          rtnl_class_put(c);
+        }
+        nl_cache_free(classes);
+        classes = nullptr;
+      }
+      for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
+        rtnl_qdisc* leaf = rtnl_qdisc_get_by_parent(qdiscs, ifindex, TC_H_MAKE(RL_HTB_MAJOR << 16, RL_CLASS_BASE + q));
+        if (!leaf) continue;
+        if (std::string(rtnl_tc_get_kind(reinterpret_cast<rtnl_tc*>(leaf))) == "tbf") {
+          p.pausable[q] = true;
+          p.pause[q] = {ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, q, true, rate * 8, rtnl_link_get_mtu(l),
+                        static_cast<uint32_t>(rtnl_qdisc_tbf_get_limit(leaf))};
+        }
+        rtnl_qdisc_put(leaf);
+      }
+      p.packet = sys::Fd(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
+      sockaddr_ll sll{};
+      sll.sll_family = AF_PACKET;
+      sll.sll_ifindex = ifindex;
+      if (!p.packet.valid() || bind(p.packet.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) {
+        why = n.name + ":" + p.name + ": packet socket: " + std::strerror(errno);
+        nl_cache_free(links);
+        nl_cache_free(qdiscs);
+        return false;
+      }
+      if (!n.egress.valid()) n.egress = sys::Fd(bpf::attached_egress_fd(ifindex, why));
+      if (!config_.valid()) {
+        config_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "port_config", why));
+        info_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "port_info", why));
+        tx_state_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "pfc_tx_state", why));
+        events_ = sys::Fd(bpf::attached_map_fd(ifindex, true, "pfc_events", why));
+        if (!config_.valid() || !info_.valid() || !tx_state_.valid() || !events_.valid()) {
+          nl_cache_free(links);
+          nl_cache_free(qdiscs);
+          return false;
+        }
+      }
+      n.slots.push_back(p.slot);
+      ports_.emplace(p.slot, std::move(p));
+    }
+    nl_cache_free(links);
+    nl_cache_free(qdiscs);
+    return true;
+  }
+
+  static int on_event(void* ctx, void* data, size_t len) {
+    if (len >= sizeof(rl_pfc_event)) static_cast<Agent*>(ctx)->handle(*static_cast<rl_pfc_event*>(data));
+    return 0;
+  }
+
+  bool set_pause(Port& p, uint32_t prio, bool on) {
+    Node& n = nodes_[p.node];
+    netlink::PauseSpec spec = p.pause[prio];
+    spec.paused = on;
+    netlink::Batch b(*n.rtnl);  // the socket lives in the node's namespace already
+    b.set_pause(spec);
+    if (!b.flush().ok()) return false;
+    if (!on) kick(p);
+    return true;
+  }
+
+  // After a resume HTB may not look at the class again until something is enqueued, and the
+  // paused senders are blocked on full socket buffers: a MAC-control frame naming no
+  // priority goes out through the direct queue, which runs the dequeue. The peer consumes
+  // it; no counter counts it.
+  void kick(Port& p) {
+    uint8_t f[RL_PFC_FRAME_LEN] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
+    std::memcpy(f + 6, p.info.mac, 6);
+    f[12] = 0x88;
+    f[13] = 0x08;
+    f[14] = 0x01;
+    f[15] = 0x01;
+    if (send(p.packet.get(), f, sizeof f, 0) == static_cast<ssize_t>(sizeof f)) ++kicks_;
+  }
+
+  void handle(const rl_pfc_event& e) {
+    ++events_seen_;
+    auto it = ports_.find(e.slot);
+    if (it == ports_.end() || e.prio >= RL_NUM_PRIO || !it->second.pausable[e.prio]) {
+      ++ignored_;  // a priority this port does not pause (not a PFC priority here)
+      return;
+    }
+    Port& p = it->second;
+    Paused& st = paused_[key(e.slot, e.prio)];
+    if (e.quanta == 0) {
+      if (st.on && set_pause(p, e.prio, false)) {
+        st.on = false;
+        ++resumes_;
+      }
+      return;
+    }
+    // Pause time: quanta x 512 bit-times at this port's emulated rate.
+    st.until_ns = now_ns() + static_cast<uint64_t>(e.quanta) * p.info.quantum_ps / 1000;
+    if (st.on) {
+      ++refreshes_;
+      return;
+    }
+    if (set_pause(p, e.prio, true)) {
+      st.on = true;
+      ++pauses_;
+      uint64_t done = now_ns();
+      if (done > e.ts_ns && latencies_.size() < 1'000'000) latencies_.push_back(done - e.ts_ns);
+    }
+  }
+
+  void expire(uint64_t now) {
+    for (auto& [k, st] : paused_) {
+      if (!st.on || now < st.until_ns) continue;
+      auto it = ports_.find(static_cast<uint32_t>(k >> 3));
+      if (it != ports_.end() && set_pause(it->second, k & 7, false)) {
+        st.on = false;
+        ++expired_;
+      }
+    }
+  }
+
+  // XON for every ingress port this switch paused whose node's queues of that priority
+  // are all below XON now.
+  void send_xon_where_drained(std::string& why) {
+    const size_t n = ports_.empty() ? 0 : (ports_.rbegin()->first + 1) * RL_NUM_PRIO;
+    states_.resize(n);
+    keys_.resize(n);
+    uint32_t count = static_cast<uint32_t>(n), out_batch = 0;
+    LIBBPF_OPTS(bpf_map_batch_opts, bo);
+    int e = bpf_map_lookup_batch(tx_state_.get(), nullptr, &out_batch, keys_.data(), states_.data(), &count, &bo);
+    if (e && errno != ENOENT) return;
+    for (uint32_t i = 0; i < count; ++i) {
+      if (!states_[i].paused) continue;
+      uint32_t slot = keys_[i] / RL_NUM_PRIO, prio = keys_[i] % RL_NUM_PRIO;
+      auto it = ports_.find(slot);
+      if (it == ports_.end()) continue;
+      Node& node = nodes_[it->second.node];
+      auto scope = sys::NetnsScope::enter(node.netns.get(), why);
+      if (!scope) continue;
+      bool drained = true;
+      for (uint32_t s : node.slots) {
+        auto d = bpf::probe_depth(node.egress.get(), ports_[s].ifindex, prio, why);
+        if (!d || *d >= cfg_.pfc_xon) {
+          drained = false;
+          break;
+        }
+      }
+      if (!drained) continue;
+      uint8_t f[RL_PFC_FRAME_LEN] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
+      std::memcpy(f + 6, it->second.info.mac, 6);
+      f[12] = 0x88;
+      f[13] = 0x08;
+      f[14] = 0x01;
+      f[15] = 0x01;
+      f[17] = static_cast<uint8_t>(1u << prio);
+      if (send(it->second.packet.get(), f, sizeof f, 0) == static_cast<ssize_t>(sizeof f)) {
+        rl_pfc_tx_state cleared = states_[i];
+        cleared.paused = 0;
+        bpf_map_update_elem(tx_state_.get(), &keys_[i], &cleared, BPF_ANY);
+        ++xon_sent_;
+      }
+    }
+  }
+
+  static uint64_t key(uint32_t slot, uint32_t prio) { return static_cast<uint64_t>(slot) << 3 | prio; }
+
+  void write_stats() {
+    std::vector<uint64_t> l = latencies_;
+    std::sort(l.begin(), l.end());
+    auto pct = [&](double q) -> uint64_t {
+      if (l.empty()) return 0;
+      size_t i = static_cast<size_t>(q / 100.0 * static_cast<double>(l.size()));
+      return l[std::min(i, l.size() - 1)];
+    };
+    const std::string tmp = o_.stats_path + ".tmp";
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      f << "{\"events\": " << events_seen_ << ", \"ignored\": " << ignored_ << ", \"pauses\": " << pauses_
+        << ", \"refreshes\": " << refreshes_ << ", \"resumes\": " << resumes_ << ", \"expired\": " << expired_
+        << ", \"xon_sent\": " << xon_sent_ << ", \"kicks\": " << kicks_ << ", \"reaction_ns\": {\"count\": " << l.size()
+        << ", \"p50\": " << pct(50) << ", \"p99\": " << pct(99) << ", \"max\": " << (l.empty() ? 0 : l.back())
+        << "}}\n";
+    }
+    std::rename(tmp.c_str(), o_.stats_path.c_str());
+  }
+
+  const Options& o_;
+  std::vector<Node> nodes_;
+  std::map<uint32_t, Port> ports_;
+  std::map<uint64_t, Paused> paused_;
+  sys::Fd config_, info_, tx_state_, events_;
+  rl_config cfg_{};
+  ring_buffer* rb_ = nullptr;
+  std::vector<uint32_t> keys_;
+  std::vector<rl_pfc_tx_state> states_;
+  std::vector<uint64_t> latencies_;
+  uint64_t events_seen_ = 0, ignored_ = 0, pauses_ = 0, refreshes_ = 0, resumes_ = 0, expired_ = 0, xon_sent_ = 0,
+           kicks_ = 0;
+};
+
+}  // namespace
+
+bool run(const Options& o, std::string& why) {
+  Agent a(o);
+  if (!a.setup(why)) return false;
+  return a.loop(why);
+}
+
+}  // namespace rocelab::agent

@@ -1,0 +1,111 @@
+#include "sys/process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+namespace rocelab::sys {
+
+std::optional<uint64_t> process_starttime(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s;
+  if (!std::getline(f, s)) return std::nullopt;
+  // The command name may hold spaces and parentheses: fields count from the last ')'.
+  size_t close = s.rfind(')');
+  if (close == std::string::npos || close + 2 >= s.size()) return std::nullopt;
+  // A zombie (or a dead task) has exited: only its parent's reaping is left, which for a
+  // detached process is init's business, not ours.
+  if (s[close + 2] == 'Z' || s[close + 2] == 'X') return std::nullopt;
+  std::istringstream in(s.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(in >> field)) return std::nullopt;
+    if (i == 22) return std::stoull(field);
+  }
+  return std::nullopt;
+}
+
+std::optional<Spawned> spawn_self(const std::vector<std::string>& args, std::string& why) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) {
+    why = std::string("pipe: ") + std::strerror(errno);
+    return std::nullopt;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    why = std::string("fork: ") + std::strerror(errno);
+    close(p[0]);
+    close(p[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    // Child: its own session, no terminal, stdio to /dev/null, the read end kept open.
+    setsid();
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 1);
+      dup2(null, 2);
+    }
+    int go = dup(p[0]);  // without O_CLOEXEC: survives exec
+    std::vector<std::string> a = {"rocelab"};
+    a.insert(a.end(), args.begin(), args.end());
+    a.push_back("--go-fd");
+    a.push_back(std::to_string(go));
+    std::vector<char*> argv;
+    for (auto& s : a) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  close(p[0]);
+  // The start time identifies the child for `down`; /proc has it as soon as fork returns.
+  auto st = process_starttime(pid);
+  if (!st) {
+    why = "the agent exited at once";
+    close(p[1]);
+    waitpid(pid, nullptr, 0);
+    return std::nullopt;
+  }
+  return Spawned{pid, *st, p[1]};
+}
+
+bool stop_process(int pid, uint64_t starttime, int grace_ms, std::string& why) {
+  if (pid <= 1) return true;
+  int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) return errno == ESRCH;  // gone
+  // Checked after taking the pidfd: the PID cannot be reused while we hold it.
+  auto st = process_starttime(pid);
+  if (!st || *st != starttime) {
+    close(pidfd);
+    return true;  // not ours any more (our process ended long ago)
+  }
+  syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (!process_starttime(pid) || kill(pid, 0) != 0) break;
+    waitpid(pid, nullptr, WNOHANG);  // reap it if it is our child
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (process_starttime(pid) == starttime) {
+    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+    waitpid(pid, nullptr, 0);
+  }
+  close(pidfd);
+  if (process_starttime(pid) == starttime) {
+    why = "process " + std::to_string(pid) + " did not stop";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace rocelab::sys
