@@ -109,7 +109,8 @@ class Agent {
   }
 
   bool loop(std::string& why) {
-    uint64_t last_write = 0, last_alive = now_ns();
+    write_stats();  // at once: a short run reads them before the first half second
+    uint64_t last_write = now_ns(), last_alive = now_ns();
     while (!(o_.stop && o_.stop->load())) {
       ring_buffer__poll(rb_, 1);
       const uint64_t now = now_ns();
@@ -265,8 +266,8 @@ class Agent {
     }
   }
 
-  // XON for every ingress port this switch paused whose node's queues of that priority
-  // are all below XON now.
+  // For every ingress port this switch paused: XON once the switch's queues of that priority
+  // are all below XON, else a refreshed XOFF every Q/2.
   void send_xon_where_drained(std::string& why) {
     const size_t n = ports_.empty() ? 0 : (ports_.rbegin()->first + 1) * RL_NUM_PRIO;
     states_.resize(n);
@@ -285,13 +286,18 @@ class Agent {
       if (!scope) continue;
       bool drained = true;
       for (uint32_t s : node.slots) {
-        auto d = bpf::probe_depth(node.egress.get(), ports_[s].ifindex, prio, why);
+        auto d = bpf::probe_depth(node.egress.get(), ports_.at(s).ifindex, prio, why);
         if (!d || *d >= cfg_.pfc_xon) {
           drained = false;
           break;
         }
       }
-      if (!drained) continue;
+      const uint64_t now = now_ns();
+      const uint64_t refresh_ns = static_cast<uint64_t>(it->second.info.quantum_ps) * cfg_.pfc_quanta / 2000;
+      if (!drained && now - states_[i].last_sent_ns < refresh_ns) continue;
+      // Drained: XON. Still congested and the pause half gone: refresh the XOFF (a paused
+      // port sends nothing, so no packet of its would trigger the refresh in BPF).
+      uint16_t quanta = drained ? 0 : cfg_.pfc_quanta;
       uint8_t f[RL_PFC_FRAME_LEN] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
       std::memcpy(f + 6, it->second.info.mac, 6);
       f[12] = 0x88;
@@ -299,11 +305,14 @@ class Agent {
       f[14] = 0x01;
       f[15] = 0x01;
       f[17] = static_cast<uint8_t>(1u << prio);
+      f[18 + 2 * prio] = static_cast<uint8_t>(quanta >> 8);
+      f[19 + 2 * prio] = static_cast<uint8_t>(quanta);
       if (send(it->second.packet.get(), f, sizeof f, 0) == static_cast<ssize_t>(sizeof f)) {
-        rl_pfc_tx_state cleared = states_[i];
-        cleared.paused = 0;
-        bpf_map_update_elem(tx_state_.get(), &keys_[i], &cleared, BPF_ANY);
-        ++xon_sent_;
+        rl_pfc_tx_state next = states_[i];
+        next.paused = drained ? 0 : 1;
+        if (!drained) next.last_sent_ns = now;
+        bpf_map_update_elem(tx_state_.get(), &keys_[i], &next, BPF_ANY);
+        ++(drained ? xon_sent_ : xoff_refreshed_);
       }
     }
   }
@@ -323,7 +332,7 @@ class Agent {
       std::ofstream f(tmp, std::ios::trunc);
       f << "{\"events\": " << events_seen_ << ", \"ignored\": " << ignored_ << ", \"pauses\": " << pauses_
         << ", \"refreshes\": " << refreshes_ << ", \"resumes\": " << resumes_ << ", \"expired\": " << expired_
-        << ", \"xon_sent\": " << xon_sent_ << ", \"kicks\": " << kicks_ << ", \"reaction_ns\": {\"count\": " << l.size()
+        << ", \"xon_sent\": " << xon_sent_ << ", \"xoff_refreshed\": " << xoff_refreshed_ << ", \"kicks\": " << kicks_ << ", \"reaction_ns\": {\"count\": " << l.size()
         << ", \"p50\": " << pct(50) << ", \"p99\": " << pct(99) << ", \"max\": " << (l.empty() ? 0 : l.back())
         << "}}\n";
     }
@@ -341,7 +350,7 @@ class Agent {
   std::vector<rl_pfc_tx_state> states_;
   std::vector<uint64_t> latencies_;
   uint64_t events_seen_ = 0, ignored_ = 0, pauses_ = 0, refreshes_ = 0, resumes_ = 0, expired_ = 0, xon_sent_ = 0,
-           kicks_ = 0;
+           kicks_ = 0, xoff_refreshed_ = 0;
 };
 
 }  // namespace

@@ -139,6 +139,20 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
       } else {
         invalid = invalid.empty() ? "counters could not be read: " + why : invalid;
       }
+      // The agent's figures (it rewrites them every half second).
+      if (std::ifstream af(fabric::agent_stats_path(s.name)); af) {
+        try {
+          auto a = nlohmann::json::parse(af);
+          scalar("agent_pauses", a.at("pauses").get<double>());
+          if (a.at("reaction_ns").at("count").get<double>() > 0) {
+            scalar("pfc_reaction_p50", a["reaction_ns"]["p50"].get<double>() / 1e9);
+            scalar("pfc_reaction_p99", a["reaction_ns"]["p99"].get<double>() / 1e9);
+          }
+          events.add("agent", a);
+        } catch (const nlohmann::json::exception&) {
+          rep.notes.push_back("the agent's figures could not be read");
+        }
+      }
       const auto t_down = std::chrono::steady_clock::now();
       if (!f->down(why)) {
         blocker = "down failed: " + why + " (run 'rocelab down " + s.name + "')";

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Paced UDP sender for the data-plane tests, run inside a host namespace:
-blast.py DST_IP TOS RATE_BPS SECONDS [SIZE]. Frames are SIZE + 42 bytes on the wire; the
+blast.py DST_IP TOS RATE_BPS SECONDS [SIZE [PORT]]. Frames are SIZE + 42 bytes on the wire; the
 rate counts whole frames. Drops at the sender's own port (ENOBUFS) are counted, not fatal.
 Prints one JSON line: {"sent": N, "refused": M, "seconds": S}."""
 import errno
@@ -13,6 +13,7 @@ import time
 def main():
     dst, tos, rate, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
     size = int(sys.argv[5]) if len(sys.argv) > 5 else 1000
+    port = int(sys.argv[6]) if len(sys.argv) > 6 else 9
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     s.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, tos)
     payload = b"\0" * size
@@ -32,7 +33,7 @@ def main():
         burst = min(64, int((now - next_at) / interval) + 1)
         for _ in range(burst):
             try:
-                s.sendto(payload, (dst, 9))
+                s.sendto(payload, (dst, port))
                 sent += 1
             except OSError as e:
                 if e.errno != errno.ENOBUFS:

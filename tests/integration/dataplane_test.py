@@ -27,11 +27,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KMIN, KMAX, PMAX = 100 * 1024, 1024 * 1024, 0.2
 RATE = 100e6  # emulated bottleneck, bit/s
 
-SCENARIO = f"""name: dp{PID}
+SCENARIO = """name: dp{pid}
 scale: 1000
 defaults: {{rate: 100G}}
 qos:
-  profile: roce-lossless
+  profile: {profile}
   ecn: {{kmin: 100KB, kmax: 1MB, pmax: 0.2}}
 nodes:
   - {{name: sw, kind: switch}}
@@ -60,12 +60,13 @@ def curve(q):
 class OneSwitch(unittest.TestCase):
     """sw with h1, h2 (400 Gbit/s links) and h3 (100 Gbit/s), up for each test."""
     instance = f"dp{PID}"
+    profile = "roce-lossless"
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="rocelab-dp-")
         self.path = os.path.join(self.tmp, "s.yaml")
         with open(self.path, "w") as f:
-            f.write(SCENARIO)
+            f.write(SCENARIO.format(pid=PID, profile=self.profile))
         r = rocelab("up", self.path)
         self.assertEqual(r.returncode, 0, r.stderr)
         doc = json.loads(rocelab("validate", "--resolved", "-j", self.path).stdout)
@@ -81,6 +82,13 @@ class OneSwitch(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         return time.monotonic(), {p["prio"]: p for p in json.loads(r.stdout)["ports"][0]["priorities"]}
 
+    def switch(self):
+        """sw:h3 and sw:h1 from one reading of the switch (microseconds apart)."""
+        r = rocelab("stats", "-j", "--instance", self.instance, "sw")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ports = {p["port"]: {q["prio"]: q for q in p["priorities"]} for p in json.loads(r.stdout)["ports"]}
+        return ports["h3"], ports["h1"]
+
     def port(self, target):
         r = rocelab("stats", "-j", "--instance", self.instance, target)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -89,6 +97,10 @@ class OneSwitch(unittest.TestCase):
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
 class DataPlane(OneSwitch):
+    # ECN alone: with PFC the lossless queue would stop near XOFF (the incast test covers
+    # PFC), and the ECN curve is to be seen from Kmin to beyond Kmax.
+    profile = "ecn-only"
+
     def test_strict_priority_line_rate_ecn_and_exact_depth(self):
         seconds = 7.0
         senders = [
@@ -158,14 +170,8 @@ class DataPlane(OneSwitch):
         self.assertGreaterEqual(considered, 100)
         self.assertGreaterEqual(equal, 0.99 * considered)
 
-        # PFC generation (no pausing yet: the agent comes next): the lossless queue passed
-        # XOFF, so sw sent XOFF frames out of the port priority 3 came in on, every one of
-        # them reached h1's NIC and was consumed there; the lossy sender got none.
-        sw_h1, h1 = self.port("sw:h1"), self.port("h1:nic0")
-        print(f"pfc: sw:h1 sent {sw_h1[3]['pfc_tx']}, h1:nic0 received {h1[3]['pfc_rx']}", file=sys.stderr)
-        self.assertGreater(sw_h1[3]["pfc_tx"], 0)
-        self.assertEqual(h1[3]["pfc_rx"], sw_h1[3]["pfc_tx"])
-        self.assertEqual(self.port("sw:h2")[0]["pfc_tx"], 0)
+        # No PFC under ecn-only: nothing paused anyone.
+        self.assertEqual(self.port("sw:h1")[3]["pfc_tx"], 0)
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
@@ -182,9 +188,9 @@ class Pause(OneSwitch):
             time.sleep(0.8)
             r = rocelab("pause", "--instance", self.instance, "sw:h3", "--prio", "3")
             self.assertEqual(r.returncode, 0, r.stderr)
-            _, a = self.sample()
+            a, a_in = self.switch()
             time.sleep(1.0)
-            _, b = self.sample()
+            b, b_in = self.switch()
             r = rocelab("pause", "--instance", self.instance, "--resume", "sw:h3", "--prio", "3")
             self.assertEqual(r.returncode, 0, r.stderr)
             time.sleep(1.0)
@@ -199,7 +205,14 @@ class Pause(OneSwitch):
               f"after resume priority 3 sent {c[3]['shaper']['tx_bytes'] - b[3]['shaper']['tx_bytes']} B",
               file=sys.stderr)
         self.assertLessEqual(d3, 2 * 1042 + 1000, "paused: at most the leak of a TBF change and 1000 B/s")
-        self.assertGreater(held, 0.8 * 0.4 * RATE / 8, "what arrived meanwhile is queued, not sent")
+        arrived = b_in[3]["rx_bytes"] - a_in[3]["rx_bytes"]
+        print(f"arrived from h1 meanwhile {arrived} B; sw:h1 sent {b_in[3]['pfc_tx'] - a_in[3]['pfc_tx']} PFC frames",
+              file=sys.stderr)
+        self.assertGreater(arrived, 0)
+        # Everything that arrived is queued (the samples are ms apart: a few frames of slack),
+        # and past XOFF the queue paused h1 in turn (PFC spreads upstream).
+        self.assertLess(abs(held + d3 - arrived), 16 * 1042, "what arrived meanwhile is queued, not sent")
+        self.assertGreater(b_in[3]["pfc_tx"] - a_in[3]["pfc_tx"], 0, "upstream paused")
         self.assertGreater(d0, 0.8 * 0.4 * RATE / 8, "priority 0 kept flowing")
         self.assertEqual(sum(b[3]["drops"].values()), 0)
         self.assertGreater(c[3]["shaper"]["tx_bytes"] - b[3]["shaper"]["tx_bytes"], held, "resumed: the backlog drains")

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""Incast through one switch (root): N senders blast UDP on DSCP 26 at line rate into one
+receiver, every link 100 Mbit/s emulated.
+
+Lossless (roce-lossless): zero loss counted anywhere — the programs' drop reasons, the
+qdiscs' drops, veth rx/tx dropped, UDP buffer errors in every namespace, end-to-end datagram
+loss — with the bottleneck at >= 95 % of its rate, PFC frames on a sender's link decoded by
+tcpdump, and the senders' NICs paused (PFC received, the agent's pauses). Lossy (profile
+lossy): drops appear, counted by reason.
+
+Usage: incast_test.py --rocelab PATH --source REPO_DIR
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+ROCELAB = ""
+PID = os.getpid()
+HERE = os.path.dirname(os.path.abspath(__file__))
+RATE = 100e6
+PORT = 4791
+
+
+def rocelab(*args):
+    return subprocess.run([ROCELAB, *args], capture_output=True, text=True, timeout=120)
+
+
+def netns_exec(ns, *cmd, **kw):
+    return subprocess.run(["ip", "netns", "exec", ns, *cmd], capture_output=True, text=True, **kw)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class Incast(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-incast-")
+        self.instance = None
+
+    def tearDown(self):
+        if self.instance:
+            r = rocelab("down", self.instance)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        subprocess.run(["rm", "-rf", self.tmp])
+
+    def up(self, senders, profile):
+        self.instance = f"in{PID % 100000}{senders}{profile[0]}"
+        hosts = "".join(f"  - {{name: h{i}, kind: host}}\n" for i in range(1, senders + 2))
+        links = "".join(f"  - {{endpoints: [h{i}, sw]}}\n" for i in range(1, senders + 2))
+        path = os.path.join(self.tmp, f"{self.instance}.yaml")
+        with open(path, "w") as f:
+            f.write(f"name: {self.instance}\nscale: 1000\ndefaults: {{rate: 100G}}\nqos: {{profile: {profile}}}\n"
+                    f"nodes:\n  - {{name: sw, kind: switch}}\n{hosts}links:\n{links}")
+        r = rocelab("up", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(rocelab("validate", "--resolved", "-j", path).stdout)
+        self.nodes = list(doc["derived"]["nodes"])
+        rx = f"h{senders + 1}"
+        return rx, doc["derived"]["nodes"][rx]["interfaces"][0]["address"].split("/")[0]
+
+    def ns(self, node):
+        return f"rl-{self.instance}.{node}"
+
+    def stats(self, target=""):
+        r = rocelab("stats", "-j", "--instance", self.instance, *([target] if target else []))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return json.loads(r.stdout)["ports"]
+
+    def udp_errors(self, node):
+        snmp = netns_exec(self.ns(node), "cat", "/proc/net/snmp").stdout.splitlines()
+        names, values = [l.split()[1:] for l in snmp if l.startswith("Udp:")][:2]
+        row = dict(zip(names, map(int, values)))
+        return {k: row.get(k, 0) for k in ("InErrors", "RcvbufErrors", "SndbufErrors")}
+
+    def blast(self, senders, rx, dst, seconds=4.0, capture=False):
+        sink = subprocess.Popen(["ip", "netns", "exec", self.ns(rx), sys.executable, os.path.join(HERE, "udp_sink.py"),
+                                 dst, str(PORT), str(seconds + 2.5)], stdout=subprocess.PIPE, text=True)
+        dump = None
+        if capture:
+            pcap = os.path.join(self.tmp, "h1.pcap")
+            dump = subprocess.Popen(["ip", "netns", "exec", self.ns("h1"), "tcpdump", "-i", "nic0", "-nn", "-c", "20",
+                                     "-w", pcap, "ether", "proto", "0x8808"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        procs = [subprocess.Popen(["ip", "netns", "exec", self.ns(f"h{i}"), sys.executable,
+                                   os.path.join(HERE, "blast.py"), dst, str(26 << 2), str(RATE), str(seconds),
+                                   "1000", str(PORT)], stdout=subprocess.PIPE, text=True)
+                 for i in range(1, senders + 1)]
+        time.sleep(1.0)
+        a = self.stats(f"sw:{rx}")
+        t_a = time.monotonic()
+        time.sleep(seconds - 1.5)
+        b = self.stats(f"sw:{rx}")
+        t_b = time.monotonic()
+        sent = sum(json.loads(p.communicate(timeout=60)[0])["sent"] for p in procs)
+        received = json.loads(sink.communicate(timeout=60)[0])["received"]
+        steady = sum(b[0]["priorities"][q]["shaper"]["tx_bytes"] - a[0]["priorities"][q]["shaper"]["tx_bytes"]
+                     for q in range(8)) * 8 / (t_b - t_a)
+        if dump:
+            try:
+                dump.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                dump.terminate()
+                dump.wait()
+        return sent, received, steady
+
+    def incast(self, senders):
+        rx, dst = self.up(senders, "roce-lossless")
+        sent, received, steady = self.blast(senders, rx, dst, capture=True)
+        ports = self.stats()
+        drops = {f"{p['node']}:{p['port']}/{q['prio']}/{reason}": n for p in ports for q in p["priorities"]
+                 for reason, n in q["drops"].items() if n}
+        shaper_drops = {f"{p['node']}:{p['port']}/{q['prio']}": q["shaper"]["drops"] for p in ports
+                        for q in p["priorities"] if q["shaper"]["drops"]}
+        status = json.loads(rocelab("status", "-j", self.instance).stdout)
+        link_drops = {f"{n['node']}:{i['name']}": i["counters"] for n in status["nodes"] for i in n["interfaces"]
+                      if i["counters"]["rx_dropped"] or i["counters"]["tx_dropped"]}
+        udp = {n: self.udp_errors(n) for n in self.nodes if n != "sw"}
+        udp_bad = {n: e for n, e in udp.items() if any(e.values())}
+        with open(f"/run/rocelab/{self.instance}.agent.json") as f:
+            agent = json.load(f)
+        h1 = {q["prio"]: q for q in self.stats("h1:nic0")[0]["priorities"]}
+        decoded = subprocess.run(["tcpdump", "-r", os.path.join(self.tmp, "h1.pcap"), "-nn", "-e", "-v"],
+                                 capture_output=True, text=True).stdout
+        print(f"\n{senders}:1 lossless: sent {sent}, received {received}, bottleneck {steady / 1e6:.1f} Mbit/s, "
+              f"h1 PFC received {h1[3]['pfc_rx']}, agent pauses {agent['pauses']}, reaction p50 "
+              f"{agent['reaction_ns']['p50'] / 1e3:.0f} us p99 {agent['reaction_ns']['p99'] / 1e3:.0f} us "
+              f"over {agent['reaction_ns']['count']} pauses", file=sys.stderr)
+        print("tcpdump: " + (decoded.splitlines()[0] if decoded else "(nothing)"), file=sys.stderr)
+        self.assertEqual(drops, {}, "drops counted by the programs")
+        self.assertEqual(shaper_drops, {}, "qdisc drops")
+        self.assertEqual(link_drops, {}, "veth rx/tx dropped")
+        self.assertEqual(udp_bad, {}, "UDP buffer errors")
+        self.assertEqual(received, sent, "end-to-end datagram loss")
+        self.assertGreaterEqual(steady, 0.95 * RATE, "bottleneck throughput")
+        self.assertGreater(h1[3]["pfc_rx"], 0)
+        self.assertGreater(agent["pauses"], 0)
+        self.assertIn("0x8808", decoded.lower().replace("ethertype 802.3x", "0x8808"))
+        return agent
+
+    def test_incast_2_to_1_is_lossless(self):
+        self.incast(2)
+
+    def test_incast_7_to_1_is_lossless(self):
+        agent = self.incast(7)
+        self.assertGreaterEqual(agent["reaction_ns"]["count"], 1000, "latency over >= 1,000 pause events")
+
+    def test_the_same_incast_lossy_drops_and_says_why(self):
+        rx, dst = self.up(2, "lossy")
+        sent, received, steady = self.blast(2, rx, dst)
+        q = {p["prio"]: p for p in self.stats(f"sw:{rx}")[0]["priorities"]}
+        reasons = {r: n for r, n in q[3]["drops"].items() if n}
+        print(f"\n2:1 lossy: sent {sent}, received {received}, drops at sw:{rx} priority 3: {reasons}", file=sys.stderr)
+        self.assertLess(received, sent)
+        self.assertGreater(reasons.get("queue_full", 0), 0)
+        self.assertEqual(q[3]["pfc_tx"], 0)
+
+
+def main():
+    global ROCELAB
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rocelab", required=True)
+    ap.add_argument("--source", required=True)
+    args, rest = ap.parse_known_args()
+    ROCELAB = os.path.abspath(args.rocelab)
+    unittest.main(argv=[sys.argv[0], "-v", *rest])
+
+
+if __name__ == "__main__":
+    main()
