@@ -159,6 +159,73 @@ class Incast(unittest.TestCase):
         self.assertEqual(q[3]["pfc_tx"], 0)
 
 
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class Spreading(unittest.TestCase):
+    """Two hops: congestion at leaf2's port to h3 pauses the spine's port to leaf2 (PFC
+    received on the spine side). A priority-0 flow through that paused port keeps flowing; a
+    priority-3 flow through it to h4 (never congested) is slowed: head-of-line blocking."""
+
+    instance = f"sp{PID % 100000}"
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-spread-")
+        path = os.path.join(self.tmp, "s.yaml")
+        with open(path, "w") as f:
+            f.write(f"name: {self.instance}\nscale: 1000\ndefaults: {{rate: 100G}}\nnodes:\n"
+                    "  - {name: spine1, kind: switch}\n  - {name: leaf1, kind: switch}\n  - {name: leaf2, kind: switch}\n"
+                    + "".join(f"  - {{name: {h}, kind: host}}\n" for h in ("h1", "h2", "h5", "h3", "h4")) +
+                    "links:\n  - {endpoints: [leaf1, spine1], rate: 400G}\n  - {endpoints: [leaf2, spine1], rate: 400G}\n"
+                    "  - {endpoints: [h1, leaf1]}\n  - {endpoints: [h2, leaf1]}\n  - {endpoints: [h5, leaf1]}\n"
+                    "  - {endpoints: [h3, leaf2]}\n  - {endpoints: [h4, leaf2]}\n")
+        r = rocelab("up", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        nodes = json.loads(rocelab("validate", "--resolved", "-j", path).stdout)["derived"]["nodes"]
+        self.addr = {h: nodes[h]["interfaces"][0]["address"].split("/")[0] for h in ("h3", "h4")}
+
+    def tearDown(self):
+        r = rocelab("down", self.instance)
+        subprocess.run(["rm", "-rf", self.tmp])
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def ports(self):
+        r = rocelab("stats", "-j", "--instance", self.instance)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return {f"{p['node']}:{p['port']}": {q["prio"]: q for q in p["priorities"]} for p in json.loads(r.stdout)["ports"]}
+
+    def send(self, host, dst, tos, rate, seconds):
+        return subprocess.Popen(["ip", "netns", "exec", f"rl-{self.instance}.{host}", sys.executable,
+                                 os.path.join(HERE, "blast.py"), self.addr[dst], str(tos), str(rate), str(seconds)],
+                                stdout=subprocess.PIPE, text=True)
+
+    def goodput(self, seconds):
+        a, t0 = self.ports(), time.monotonic()
+        time.sleep(seconds)
+        b, t1 = self.ports(), time.monotonic()
+        rx = lambda prio: (b["h4:nic0"][prio]["rx_bytes"] - a["h4:nic0"][prio]["rx_bytes"]) * 8 / (t1 - t0)
+        return rx(3), rx(0), a, b
+
+    def test_congestion_spreads_upstream_and_blocks_a_victim(self):
+        victims = [self.send("h5", "h4", 26 << 2, 0.9 * RATE, 7), self.send("h5", "h4", 0, 0.3 * RATE, 7)]
+        time.sleep(0.5)
+        alone3, alone0, _, _ = self.goodput(1.5)
+        hogs = [self.send(h, "h3", 26 << 2, RATE, 4.5) for h in ("h1", "h2")]
+        time.sleep(1.5)
+        busy3, busy0, a, b = self.goodput(2.0)
+        for p in victims + hogs:
+            p.communicate(timeout=60)
+        pfc_spine = b["spine1:leaf2"][3]["pfc_rx"] - a["spine1:leaf2"][3]["pfc_rx"]
+        pfc_leaf1 = b["leaf1:spine1"][3]["pfc_rx"] - a["leaf1:spine1"][3]["pfc_rx"]
+        drops = sum(n for port in b.values() for q in port.values() for n in q["drops"].values())
+        print(f"\nvictim h5->h4 alone: prio 3 {alone3 / 1e6:.1f}, prio 0 {alone0 / 1e6:.1f} Mbit/s; "
+              f"with h1,h2->h3 congesting leaf2:h3: prio 3 {busy3 / 1e6:.1f}, prio 0 {busy0 / 1e6:.1f} Mbit/s; "
+              f"PFC received by spine1:leaf2 {pfc_spine}, by leaf1:spine1 {pfc_leaf1}; drops {drops}",
+              file=sys.stderr)
+        self.assertGreater(pfc_spine, 0, "the spine side received PFC: its port to leaf2 paused")
+        self.assertGreater(busy0, 0.8 * alone0, "priority 0 flows through the paused port")
+        self.assertLess(busy3, 0.8 * alone3, "the priority-3 victim is slowed (head-of-line blocking)")
+        self.assertEqual(drops, 0)
+
+
 def main():
     global ROCELAB
     ap = argparse.ArgumentParser()
