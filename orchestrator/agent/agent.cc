@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -38,6 +39,20 @@ uint64_t now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);  // bpf_ktime_get_ns()'s clock
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+// An 802.1Qbb frame from `mac`: `quanta` for priority `prio` when its bit is in `vector`.
+std::array<uint8_t, RL_PFC_FRAME_LEN> pfc_frame(const uint8_t* mac, uint8_t vector, uint32_t prio, uint16_t quanta) {
+  std::array<uint8_t, RL_PFC_FRAME_LEN> f{0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
+  std::memcpy(f.data() + 6, mac, 6);
+  f[12] = RL_PFC_ETHERTYPE >> 8;
+  f[13] = RL_PFC_ETHERTYPE & 0xff;
+  f[14] = RL_PFC_OPCODE >> 8;
+  f[15] = RL_PFC_OPCODE & 0xff;
+  f[17] = vector;
+  f[18 + 2 * (prio & 7)] = static_cast<uint8_t>(quanta >> 8);
+  f[19 + 2 * (prio & 7)] = static_cast<uint8_t>(quanta);
+  return f;
 }
 
 struct Port {
@@ -216,13 +231,8 @@ class Agent {
   // priority goes out through the direct queue, which runs the dequeue. The peer consumes
   // it; no counter counts it.
   void kick(Port& p) {
-    uint8_t f[RL_PFC_FRAME_LEN] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
-    std::memcpy(f + 6, p.info.mac, 6);
-    f[12] = 0x88;
-    f[13] = 0x08;
-    f[14] = 0x01;
-    f[15] = 0x01;
-    if (send(p.packet.get(), f, sizeof f, 0) == static_cast<ssize_t>(sizeof f)) ++kicks_;
+    auto f = pfc_frame(p.info.mac, 0, 0, 0);
+    if (send(p.packet.get(), f.data(), f.size(), 0) == static_cast<ssize_t>(f.size())) ++kicks_;
   }
 
   void handle(const rl_pfc_event& e) {
@@ -297,17 +307,8 @@ class Agent {
       if (!drained && now - states_[i].last_sent_ns < refresh_ns) continue;
       // Drained: XON. Still congested and the pause half gone: refresh the XOFF (a paused
       // port sends nothing, so no packet of its would trigger the refresh in BPF).
-      uint16_t quanta = drained ? 0 : cfg_.pfc_quanta;
-      uint8_t f[RL_PFC_FRAME_LEN] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
-      std::memcpy(f + 6, it->second.info.mac, 6);
-      f[12] = 0x88;
-      f[13] = 0x08;
-      f[14] = 0x01;
-      f[15] = 0x01;
-      f[17] = static_cast<uint8_t>(1u << prio);
-      f[18 + 2 * prio] = static_cast<uint8_t>(quanta >> 8);
-      f[19 + 2 * prio] = static_cast<uint8_t>(quanta);
-      if (send(it->second.packet.get(), f, sizeof f, 0) == static_cast<ssize_t>(sizeof f)) {
+      auto f = pfc_frame(it->second.info.mac, static_cast<uint8_t>(1u << prio), prio, drained ? 0 : cfg_.pfc_quanta);
+      if (send(it->second.packet.get(), f.data(), f.size(), 0) == static_cast<ssize_t>(f.size())) {
         rl_pfc_tx_state next = states_[i];
         next.paused = drained ? 0 : 1;
         if (!drained) next.last_sent_ns = now;
