@@ -145,8 +145,28 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
           auto a = nlohmann::json::parse(af);
           scalar("agent_pauses", a.at("pauses").get<double>());
           if (a.at("reaction_ns").at("count").get<double>() > 0) {
+            const double p99 = a["reaction_ns"]["p99"].get<double>() / 1e9;
             scalar("pfc_reaction_p50", a["reaction_ns"]["p50"].get<double>() / 1e9);
-            scalar("pfc_reaction_p99", a["reaction_ns"]["p99"].get<double>() / 1e9);
+            scalar("pfc_reaction_p99", p99);
+            // Headroom (DESIGN.md §2): what may still arrive after XOFF went out, with the
+            // agent's measured p99 as the reaction time. A run whose agent was slower than
+            // its lossless queues have room for is not a lossless run (§3: invalid).
+            uint64_t fastest = 0;
+            uint32_t mtu = 0;
+            for (const auto& l : s.links) {
+              fastest = std::max(fastest, s.scale.emulate(l.rate).bps);
+              mtu = std::max(mtu, l.mtu);
+            }
+            const double needed = 2.0 * mtu + static_cast<double>(fastest) / 8 * p99;
+            const rl_config& pc = f->plan().port_config;
+            int prio = pc.pfc_mask ? __builtin_ctz(pc.pfc_mask) : 0;  // pauses happen only with PFC
+            const double room = static_cast<double>(pc.queue_limit[prio]) - static_cast<double>(pc.pfc_xoff);
+            scalar("pfc_headroom_needed", needed);
+            scalar("pfc_headroom", room);
+            if (needed > room)
+              invalid = "the agent's p99 reaction (" + std::to_string(p99 * 1e3) + " ms) needs " +
+                        std::to_string(static_cast<uint64_t>(needed)) + " bytes of headroom; lossless queues have " +
+                        std::to_string(static_cast<uint64_t>(room));
           }
           events.add("agent", a);
         } catch (const nlohmann::json::exception&) {
