@@ -263,7 +263,8 @@ int cmd_down(const po::variables_map& vm, const Globals& g) {
 
 ordered_json status_json(const fabric::InstanceStatus& st) {
   ordered_json j{{"instance", st.instance}, {"state", st.state},     {"pid", st.pid},
-                 {"started", st.started},   {"scenario", st.scenario}, {"links", st.links}};
+                 {"started", st.started},   {"scenario", st.scenario}, {"links", st.links},
+                 {"agent", {{"pid", st.agent_pid}, {"running", st.agent_running}}}};
   ordered_json nodes = ordered_json::array();
   for (const auto& n : st.nodes) {
     ordered_json nj{{"node", n.node}, {"namespace", n.netns}, {"present", n.present}};
@@ -429,6 +430,9 @@ int cmd_status(const po::variables_map& vm, const Globals& g) {
                 st->state.c_str(), present, st->nodes.size(), st->links, st->started.c_str(), st->pid,
                 st->scenario.c_str());
     if (st->state != "up") std::printf("  (an 'up' is running, or was killed: 'rocelab down %s' cleans up)\n", name.c_str());
+    if (st->agent_pid)
+      std::printf("  agent: pid %d, %s\n", st->agent_pid,
+                  st->agent_running ? "running" : "NOT running: PFC is not acted on ('rocelab down' and up again)");
     for (const auto& n : st->nodes) {
       if (!detail) break;
       std::printf("  %-12s %s%s\n", n.node.c_str(), n.netns.c_str(), n.present ? "" : "  (missing)");

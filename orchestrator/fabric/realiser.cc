@@ -471,6 +471,10 @@ std::optional<InstanceStatus> instance_status(const std::string& instance, bool 
   st.pid = e.pid;
   st.state = e.ready ? "up" : "incomplete";
   st.links = e.veths.size();
+  if (!e.procs.empty()) {
+    st.agent_pid = e.procs.front().first;
+    st.agent_running = sys::process_starttime(st.agent_pid) == e.procs.front().second;
+  }
   std::map<std::string, std::map<std::string, std::string>> peers;  // ns -> if -> "node:if"
   std::map<std::string, std::string> node_of;
   for (const auto& [ns, node] : e.netns) node_of[ns] = node;

@@ -97,6 +97,8 @@ struct InstanceStatus {
   std::string state;  // "up", or "incomplete" (an `up` still running, or killed: run down)
   int pid = 0;
   size_t links = 0;
+  int agent_pid = 0;           // 0: no agent (no PFC priority)
+  bool agent_running = false;  // the recorded process, with its recorded start time
   std::vector<NodeStatus> nodes;
 };
 std::optional<InstanceStatus> instance_status(const std::string& instance, bool with_nodes, std::string& why);

@@ -170,6 +170,8 @@ class Cli(unittest.TestCase):
             self.assertEqual(st.returncode, 0, st.stderr)
             doc = json.loads(st.stdout)
             self.assertEqual(doc["state"], "up")
+            self.assertTrue(doc["agent"]["running"], "up started the agent")
+            agent_pid = doc["agent"]["pid"]
             self.assertEqual(len(doc["nodes"]), 8)
             ports = {}
             for n in doc["nodes"]:
@@ -192,6 +194,12 @@ class Cli(unittest.TestCase):
             d = rocelab("down", INSTANCE)
         self.assertEqual(d.returncode, 0, d.stderr)
         self.assertIn("8 namespaces removed", d.stdout)
+        try:
+            with open(f"/proc/{agent_pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            state = "gone"
+        self.assertIn(state, ("gone", "Z"), "down stopped the agent")
         self.assertEqual([n for n in os.listdir("/run/netns") if n.startswith(prefix)], [])
         self.assertFalse(os.path.exists(f"/run/rocelab/{INSTANCE}.state"))
         d2 = rocelab("down", INSTANCE)  # idempotent
