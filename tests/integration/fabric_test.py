@@ -62,6 +62,19 @@ def leftovers(instance):
     left = [n for n in os.listdir(NETNS_DIR) if n.startswith(f"rl-{instance}.")] if os.path.isdir(NETNS_DIR) else []
     if os.path.exists(f"{STATE_DIR}/{instance}.state"):
         left.append("state file")
+    if os.path.exists(f"{STATE_DIR}/{instance}.agent.json"):
+        left.append("agent figures")
+    # An agent of this instance still alive (zombies have exited: only reaping is left).
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                args = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat") as f:
+                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if not zombie and b"agent" in args and instance.encode() in args:
+            left.append(f"agent process {pid}")
     return left
 
 
