@@ -59,6 +59,26 @@ static __always_inline __u32 class_backlog(struct __sk_buff *skb, __u32 classid)
 	return 0;
 }
 
+/* The node's shared pool in use: every port's root qdisc backlog (HTB sums its classes
+ * exactly), each port having recorded its root qdisc when it last sent. */
+static __always_inline __u32 pool_used(const struct rl_port_info *self)
+{
+	__u32 zero = 0, used = 0;
+	struct rl_depth_override *o = bpf_map_lookup_elem(&depth_override, &zero);
+
+	if (o && o->enabled)
+		return o->pool_used;
+	for (__u32 i = 0; i < 64 && i < self->node_ports; i++) {
+		__u32 s = self->node_first_slot + i;
+		struct rl_port_info *p = bpf_map_lookup_elem(&port_info, &s);
+		if (!p || !p->root_qdisc)
+			continue;
+		struct Qdisc *q = (struct Qdisc *)p->root_qdisc;
+		used += BPF_CORE_READ(q, qstats.backlog);
+	}
+	return used;
+}
+
 static __always_inline __u32 queue_depth(struct __sk_buff *skb, __u32 prio)
 {
 	__u32 zero = 0;
@@ -199,6 +219,21 @@ int rl_egress(struct __sk_buff *skb)
 	__u32 slot = slot_of(skb->ifindex);
 	struct rl_port_info *self = bpf_map_lookup_elem(&port_info, &slot);
 	int host_lossless = lossless && self && (self->flags & RL_PORT_HOST);
+
+	if (self)
+		self->root_qdisc = (__u64)BPF_CORE_READ((struct sk_buff *)bpf_cast_to_kern_ctx(skb), dev, qdisc);
+	/* A switch's lossy queue may hold alpha x what is free in the switch's shared pool
+	 * (dynamic threshold); lossless queues are governed by XOFF and their limit. */
+	if (!lossless && self && !(self->flags & RL_PORT_HOST) && cfg->buffer_size) {
+		__u32 used = pool_used(self);
+		__u32 free = used < cfg->buffer_size ? cfg->buffer_size - used : 0;
+		__u64 allowed = cfg->dynamic_th >= 0 ? (__u64)free << (cfg->dynamic_th & 15) : free >> (-cfg->dynamic_th & 15);
+		if (depth + skb->len > allowed) {
+			if (cnt)
+				cnt->depth_after = depth;
+			return drop(cnt, RL_DROP_BUFFER);
+		}
+	}
 
 	/* A host NIC holds its own lossless traffic however long it is paused: the sender's
 	 * socket buffer fills and blocks it, as an RNIC's send queue backpressures. */

@@ -38,7 +38,8 @@ enum rl_drop_reason {
 	RL_DROP_QUEUE_FULL = 0, /* the queue held its limit (lossy tail drop) */
 	RL_DROP_WRED = 1,       /* non-ECT packet on a lossy ECN queue, at the marking probability */
 	RL_DROP_HEADROOM = 2,   /* lossless: beyond what the queue may hold (with PFC: XOFF + headroom) */
-	RL_DROP__USED = 3,      /* reasons defined so far; the PFC watchdog's comes later */
+	RL_DROP_BUFFER = 3,     /* lossy: over the shared buffer's dynamic threshold, alpha x free pool */
+	RL_DROP__USED = 4,      /* reasons defined so far; the PFC watchdog's comes later */
 	RL_DROP__MAX = 6,
 };
 
@@ -77,6 +78,8 @@ struct rl_config {
 	__u32 queue_limit[RL_NUM_PRIO]; /* bytes a queue may hold (tail drop beyond) */
 	__u32 pfc_xoff;      /* bytes queued in a lossless egress queue that pause its senders */
 	__u32 pfc_xon;       /* ... and below which they resume */
+	__u32 buffer_size;   /* the shared pool of every switch, bytes (0: no pool) */
+	__s32 dynamic_th;    /* alpha = 2^dynamic_th */
 };
 
 /* ---- PFC (IEEE 802.1Qbb) ------------------------------------------------------------ */
@@ -104,7 +107,10 @@ struct rl_port_info {
 	__u8 mac[6];
 	__u16 flags;      /* RL_PORT_* */
 	__u32 quantum_ps; /* one pause quantum, 512 bit-times at the emulated rate, in ps */
-	__u32 pad2;
+	__u32 node_first_slot; /* the ports of a node have consecutive slots: its shared pool */
+	__u32 node_ports;
+	__u64 root_qdisc; /* written by egress: this port's root qdisc, whose backlog (all its
+	                   * queues) it adds to the node's pool occupancy */
 };
 
 /* Per (port slot, priority) of an ingress port: the XOFF this switch sent out of it. */
@@ -127,13 +133,13 @@ struct rl_pfc_event {
 struct rl_depth_override {
 	__u32 enabled;
 	__u32 depth[RL_NUM_PRIO];
-	__u32 pad;
+	__u32 pool_used; /* the shared pool's occupancy, likewise */
 };
 
 #ifdef __cplusplus
 static_assert(sizeof(struct rl_counters) == 14 * 8, "rl_counters layout");
-static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 8, "rl_config layout");
-static_assert(sizeof(struct rl_port_info) == 16, "rl_port_info layout");
+static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16, "rl_config layout");
+static_assert(sizeof(struct rl_port_info) == 32, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 16, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");

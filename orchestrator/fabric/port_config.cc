@@ -29,6 +29,8 @@ rl_config make_port_config(const model::Qos& q) {
   c.pfc_quanta = static_cast<uint16_t>(q.pfc.quanta);
   c.pfc_xoff = static_cast<uint32_t>(std::min<uint64_t>(q.pfc.xoff.n, UINT32_MAX));
   c.pfc_xon = static_cast<uint32_t>(std::min<uint64_t>(q.pfc.xon.value_or(model::Bytes{0}).n, UINT32_MAX));
+  c.buffer_size = static_cast<uint32_t>(std::min<uint64_t>(q.buffer.size.n, UINT32_MAX));
+  c.dynamic_th = q.buffer.dynamic_th;
   const uint8_t ecn = ecn_priorities(q);
   const double pmax = std::clamp(q.ecn.pmax, 0.0, 1.0);
   for (int p = 0; p < RL_NUM_PRIO; ++p) {

@@ -211,6 +211,8 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
       std::copy(p.mac.begin(), p.mac.end(), info.mac);
       info.quantum_ps = quantum_ps(p.rate_bps);
       info.flags = np.host ? RL_PORT_HOST : 0;
+      info.node_first_slot = static_cast<uint32_t>(np.ports.front().slot);
+      info.node_ports = static_cast<uint32_t>(np.ports.size());
       if (!progs->set_port_info(p.slot, info, why)) return false;
     }
 

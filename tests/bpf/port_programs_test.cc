@@ -449,3 +449,46 @@ TEST_F(PortPrograms, XoffAndXonAreDecidedAtTheThresholds) {
   run(egress(), udp_frame(0, 0), kPortA, 1, 0, kPortB);
   EXPECT_EQ(at(kPortB, 0).pfc_tx, tx0);
 }
+
+namespace {
+void set_pool(uint32_t prio, uint32_t depth, uint32_t pool_used) {
+  rl_depth_override o{};
+  o.enabled = 1;
+  o.depth[prio] = depth;
+  o.pool_used = pool_used;
+  uint32_t zero = 0;
+  ASSERT_EQ(bpf_map_update_elem(lab().progs->depth_override_fd(), &zero, &o, BPF_ANY), 0);
+}
+}  // namespace
+
+// The shared buffer's dynamic threshold on a switch's lossy queue: it may hold
+// alpha x (B - used), alpha = 2^dynamic_th; lossless queues are not governed by it.
+TEST_F(PortPrograms, LossyQueuesHoldAlphaTimesTheFreePool) {
+  const uint32_t kB = 1024, B = 256 * kB, len = 128;
+  set_port_info(kPortA, {2, 0, 0, 0, 0, 1}, 5120000);  // a switch port (no host flag)
+  struct Case {
+    int th;
+    uint32_t used, depth;
+    bool admitted;
+  };
+  for (Case c : {Case{0, 100 * kB, 156 * kB - len, true}, Case{0, 100 * kB, 156 * kB - len + 1, false},
+                 Case{1, 100 * kB, 312 * kB - len, true}, Case{1, 100 * kB, 312 * kB - len + 1, false},
+                 Case{-1, 100 * kB, 78 * kB - len, true}, Case{-1, 100 * kB, 78 * kB - len + 1, false},
+                 Case{0, B, 0, false}, Case{0, 0, 0, true}}) {
+    rl_config cfg = base_config();
+    cfg.buffer_size = B;
+    cfg.dynamic_th = c.th;
+    set_config(cfg);
+    set_pool(0, c.depth, c.used);
+    uint64_t before = at(kPortA, 0).drops[RL_DROP_BUFFER];
+    Result r = run(egress(), udp_frame(0, 0), kPortA);
+    EXPECT_EQ(r.retval, c.admitted ? 0 : 2) << "th " << c.th << " used " << c.used << " depth " << c.depth;
+    EXPECT_EQ(at(kPortA, 0).drops[RL_DROP_BUFFER] - before, c.admitted ? 0u : 1u);
+  }
+  // A lossless queue deep into a full pool is not dropped for the pool.
+  rl_config cfg = base_config();
+  cfg.buffer_size = B;
+  set_config(cfg);
+  set_pool(3, 2 * B, B);
+  EXPECT_EQ(run(egress(), udp_frame(26, 2), kPortA).retval, 0);
+}

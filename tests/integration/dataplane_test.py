@@ -129,7 +129,9 @@ class DataPlane(OneSwitch):
               file=sys.stderr)
         self.assertGreaterEqual(total_bps, 0.95 * RATE, "L2 throughput as the shaper counts it")
         self.assertGreaterEqual(sent[3], 0.98 * sum(sent.values()), "strict priority: 3 before 0")
-        self.assertGreater(b[0]["drops"]["queue_full"], 0, "the starved lossy queue overflowed")
+        # Both priorities are lossy under ecn-only: the shared buffer's dynamic threshold
+        # (alpha x free pool) is what the starved queue runs into.
+        self.assertGreater(b[0]["drops"]["buffer"], 0, "the starved lossy queue reached its threshold")
 
         # ECN: per sampling interval, marks among the packets admitted meanwhile against the
         # curve at the mean of the depths sampled at its two ends.
