@@ -221,10 +221,12 @@ class Spreading(unittest.TestCase):
             p.communicate(timeout=60)
         pfc_spine = b["spine1:leaf2"][3]["pfc_rx"] - a["spine1:leaf2"][3]["pfc_rx"]
         pfc_leaf1 = b["leaf1:spine1"][3]["pfc_rx"] - a["leaf1:spine1"][3]["pfc_rx"]
-        drops = sum(n for port in b.values() for q in port.values() for n in q["drops"].values())
+        where = {f"{name} prio {prio} {reason}": n for name, port in b.items() for prio, q in port.items()
+                 for reason, n in q["drops"].items() if n}
+        drops = sum(where.values())
         print(f"\nvictim h5->h4 alone: prio 3 {alone3 / 1e6:.1f}, prio 0 {alone0 / 1e6:.1f} Mbit/s; "
               f"with h1,h2->h3 congesting leaf2:h3: prio 3 {busy3 / 1e6:.1f}, prio 0 {busy0 / 1e6:.1f} Mbit/s; "
-              f"PFC received by spine1:leaf2 {pfc_spine}, by leaf1:spine1 {pfc_leaf1}; drops {drops}",
+              f"PFC received by spine1:leaf2 {pfc_spine}, by leaf1:spine1 {pfc_leaf1}; drops {where or 0}",
               file=sys.stderr)
         self.assertGreater(pfc_spine, 0, "the spine side received PFC: its port to leaf2 paused")
         self.assertGreater(busy0, 0.8 * alone0, "priority 0 flows through the paused port")
