@@ -1,0 +1,172 @@
+#include "engine/dcqcn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace rocelab::engine {
+
+std::optional<DcqcnParams> DcqcnParams::preset_named(const std::string& name) {
+  DcqcnParams p;  // the member defaults are the paper's values
+  p.preset = name;
+  if (name == "paper") {
+    p.byte_counter = model::Bytes{10 * 1024 * 1024};  // "10 MB", MB = MiB as in scenarios
+    return p;
+  }
+  if (name == "off") {
+    p.reaction = false;
+    return p;
+  }
+  if (name == "nvidia") {
+    // ConnectX-6 firmware defaults (mlx5 roce_np / roce_rp parameters).
+    p.cnp_interval = {4'000};          // min_time_between_cnps
+    p.initial_alpha = 1023.0 / 1024;   // initial_alpha_value 1023
+    p.alpha_window = {1'000};          // dce_tcp_rtt
+    p.g = (1024.0 - 1019.0) / 1024;    // dce_tcp_g 1019: the old α keeps 1019/1024
+    p.reduce_period = {4'000};         // rate_reduce_monitor_period
+    p.rpg_gd = 11;
+    p.max_cut = 0.5;                   // rpg_min_dec_fac 50
+    p.rate_timer = {300'000};          // rpg_time_reset
+    p.byte_counter = {32'767};         // rpg_byte_reset
+    p.threshold = 1;                   // rpg_threshold
+    p.r_ai = {5'000'000};              // rpg_ai_rate
+    p.r_hai = {50'000'000};            // rpg_hai_rate
+    p.r_min = {1'000'000};             // rpg_min_rate
+    p.clamp_target = false;            // clamp_tgt_rate 0
+    p.clamp_target_after_timer = true; // clamp_tgt_rate_after_time_inc 1
+    p.rate_on_first_cnp = {0};         // rate_to_set_on_first_cnp 0
+    return p;
+  }
+  return std::nullopt;
+}
+
+DcqcnParams DcqcnParams::emulated(const model::TimeScale& s) const {
+  DcqcnParams e = *this;
+  e.cnp_interval = s.emulate(cnp_interval);
+  e.alpha_timer = s.emulate(alpha_timer);
+  e.alpha_window = s.emulate(alpha_window);
+  e.rate_timer = s.emulate(rate_timer);
+  e.reduce_period = s.emulate(reduce_period);
+  e.r_ai = s.emulate(r_ai);
+  e.r_hai = s.emulate(r_hai);
+  e.r_min = s.emulate(r_min);
+  e.rate_on_first_cnp = s.emulate(rate_on_first_cnp);
+  return e;
+}
+
+const char* to_string(Stage s) {
+  switch (s) {
+    case Stage::kLine: return "line";
+    case Stage::kCut: return "cut";
+    case Stage::kFastRecovery: return "fast-recovery";
+    case Stage::kAdditive: return "additive";
+    case Stage::kHyper: return "hyper";
+  }
+  return "?";
+}
+
+ReactionPoint::ReactionPoint(const DcqcnParams& p, double line_bps)
+    : p_(p), line_(line_bps), rc_(line_bps), rt_(line_bps), alpha_(p.initial_alpha) {}
+
+void ReactionPoint::advance(Nanos now) {
+  if (!active_) return;
+  const bool windowed = p_.alpha_window.ns > 0;
+  const Nanos alpha_period = windowed ? p_.alpha_window.ns : p_.alpha_timer.ns;
+  constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
+  for (;;) {
+    const Nanos pending = cut_pending_ ? last_cut_ + p_.reduce_period.ns : kNever;
+    const Nanos next = std::min({alpha_next_, pending, rate_next_});
+    if (next > now) return;
+    if (alpha_next_ == next) {
+      alpha_ = (1 - p_.g) * alpha_ + (windowed && cnp_in_window_ ? p_.g : 0.0);
+      cnp_in_window_ = false;
+      alpha_next_ += alpha_period;
+    } else if (pending == next) {
+      cut(next);
+    } else {
+      increase(true);
+      rate_next_ += p_.rate_timer.ns;
+    }
+  }
+}
+
+void ReactionPoint::on_cnp(Nanos now) {
+  advance(now);
+  ++cnps_;
+  if (!p_.reaction) return;
+  const bool windowed = p_.alpha_window.ns > 0;
+  if (!active_) {
+    active_ = true;
+    alpha_next_ = now + (windowed ? p_.alpha_window.ns : p_.alpha_timer.ns);
+  }
+  if (windowed) cnp_in_window_ = true;
+  if (p_.reduce_period.ns > 0 && cuts_ > 0 && now - last_cut_ < p_.reduce_period.ns) {
+    cut_pending_ = true;
+    return;
+  }
+  cut(now);
+}
+
+void ReactionPoint::cut(Nanos now) {
+  const double a = alpha_;  // the cut uses α before its update
+  if (p_.clamp_target || (p_.clamp_target_after_timer && timer_raised_)) rt_ = rc_;
+  const double share = std::min(a / std::ldexp(1.0, p_.rpg_gd - 10), p_.max_cut);
+  rc_ = rc_ * (1 - share);
+  if (cuts_ == 0 && p_.rate_on_first_cnp.bps > 0) rc_ = double(p_.rate_on_first_cnp.bps);
+  if (p_.alpha_window.ns == 0) {
+    alpha_ = (1 - p_.g) * a + p_.g;
+    alpha_next_ = now + p_.alpha_timer.ns;
+  }
+  t_ = b_ = hyper_ = 0;
+  bytes_ = 0;
+  timer_raised_ = false;
+  rate_next_ = now + p_.rate_timer.ns;
+  last_cut_ = now;
+  cut_pending_ = false;
+  ++cuts_;
+  stage_ = Stage::kCut;
+  clamp();
+}
+
+void ReactionPoint::on_sent(uint64_t bytes, Nanos now) {
+  advance(now);
+  if (!active_) return;
+  bytes_ += bytes;
+  while (p_.byte_counter.n > 0 && bytes_ >= p_.byte_counter.n) {
+    bytes_ -= p_.byte_counter.n;
+    increase(false);
+  }
+}
+
+void ReactionPoint::increase(bool by_timer) {
+  const int f = p_.threshold;
+  if (std::max(t_, b_) < f) {
+    stage_ = Stage::kFastRecovery;
+  } else if (std::min(t_, b_) >= f) {
+    stage_ = Stage::kHyper;
+    rt_ += ++hyper_ * double(p_.r_hai.bps);
+  } else {
+    stage_ = Stage::kAdditive;
+    rt_ += double(p_.r_ai.bps);
+  }
+  rt_ = std::min(rt_, line_);
+  rc_ = (rt_ + rc_) / 2;
+  (by_timer ? t_ : b_) += 1;
+  if (by_timer) timer_raised_ = true;
+  clamp();
+}
+
+void ReactionPoint::clamp() {
+  rt_ = std::min(rt_, line_);
+  rc_ = std::clamp(rc_, std::min(double(p_.r_min.bps), line_), line_);
+}
+
+bool NotificationPoint::on_ce(uint32_t qp, Nanos now) {
+  auto [it, fresh] = last_.try_emplace(qp, now);
+  if (fresh) return true;
+  if (now - it->second < interval_) return false;
+  it->second = now;
+  return true;
+}
+
+}  // namespace rocelab::engine

@@ -1,0 +1,104 @@
+// DCQCN against golden traces written by tests/unit/dcqcn_golden.py (an independent model of
+// DESIGN.md §2's equations), plus the notification point and the time scale.
+#include "engine/dcqcn.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace rocelab::engine {
+namespace {
+
+struct Case {
+  std::string trace, preset;
+  double scale, line;
+};
+
+class Golden : public testing::TestWithParam<Case> {};
+
+TEST_P(Golden, EngineMatchesEveryStep) {
+  const Case c = GetParam();
+  std::ifstream in(std::string(ROCELAB_SOURCE_DIR) + "/tests/unit/golden/dcqcn_" + c.trace + ".txt");
+  ASSERT_TRUE(in) << "missing golden trace " << c.trace;
+  auto params = DcqcnParams::preset_named(c.preset);
+  ASSERT_TRUE(params);
+  ReactionPoint rp(params->emulated(model::TimeScale(c.scale)), c.line);
+  std::string line;
+  int steps = 0;
+  std::set<std::string> stages;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    Nanos at;
+    std::string kind, stage;
+    uint64_t bytes;
+    double rc, rt, alpha;
+    ASSERT_TRUE(f >> at >> kind >> bytes >> rc >> rt >> alpha >> stage) << line;
+    if (kind == "cnp") rp.on_cnp(at);
+    else if (kind == "sent") rp.on_sent(bytes, at);
+    else rp.advance(at);
+    ++steps;
+    stages.insert(stage);
+    SCOPED_TRACE(c.trace + ": " + line);
+    EXPECT_NEAR(rp.rate(), rc, rc * 1e-9 + 1e-3);
+    EXPECT_NEAR(rp.target(), rt, rt * 1e-9 + 1e-3);
+    EXPECT_NEAR(rp.alpha(), alpha, 1e-10);
+    EXPECT_EQ(to_string(rp.stage()), stage);
+  }
+  EXPECT_GE(steps, 20);
+  if (c.preset != "off") {
+    for (const char* s : {"cut", "fast-recovery", "additive", "hyper"}) EXPECT_TRUE(stages.count(s)) << s;
+  } else {
+    EXPECT_EQ(rp.rate(), c.line);
+    EXPECT_GT(rp.cnps(), 0u);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, Golden,
+                         testing::Values(Case{"paper", "paper", 1, 100e9}, Case{"nvidia", "nvidia", 1, 100e9},
+                                         Case{"off", "off", 1, 100e9},
+                                         Case{"paper_d1000", "paper", 1000, 100e6}),
+                         [](const auto& info) { return info.param.trace; });
+
+TEST(Dcqcn, TimeScaleStretchesTimesAndShrinksRates) {
+  auto p = *DcqcnParams::preset_named("paper");
+  auto e = p.emulated(model::TimeScale(1000));
+  EXPECT_EQ(e.cnp_interval.ns, 50'000'000);
+  EXPECT_EQ(e.alpha_timer.ns, 55'000'000);
+  EXPECT_EQ(e.rate_timer.ns, 55'000'000);
+  EXPECT_EQ(e.r_ai.bps, 40'000u);
+  EXPECT_EQ(e.r_hai.bps, 200'000u);
+  EXPECT_EQ(e.r_min.bps, 10'000u);
+  EXPECT_EQ(e.byte_counter.n, p.byte_counter.n);
+  EXPECT_FALSE(DcqcnParams::preset_named("dctcp"));
+}
+
+TEST(Dcqcn, RateStaysWithinMinimumAndLine) {
+  auto p = *DcqcnParams::preset_named("paper");
+  ReactionPoint rp(p, 100e9);
+  for (int i = 0; i < 100; ++i) rp.on_cnp(i * 1000);
+  EXPECT_DOUBLE_EQ(rp.rate(), 10e6);
+  // Timer alone is additive only (b stays 0): 100 Gb/s / 40 Mb/s = 2,500 steps back to line.
+  rp.advance(100'000 + 2400 * 55'000);
+  EXPECT_LT(rp.rate(), 100e9);
+  rp.advance(100'000 + 2600 * 55'000);
+  EXPECT_DOUBLE_EQ(rp.rate(), 100e9);
+  EXPECT_LE(rp.target(), 100e9);
+}
+
+TEST(NotificationPoint, AtMostOneCnpPerIntervalPerQp) {
+  NotificationPoint np(50'000);
+  EXPECT_TRUE(np.on_ce(1, 0));
+  EXPECT_FALSE(np.on_ce(1, 49'999));
+  EXPECT_TRUE(np.on_ce(2, 49'999));  // another QP has its own interval
+  EXPECT_TRUE(np.on_ce(1, 50'000));
+  EXPECT_FALSE(np.on_ce(1, 60'000));
+  int sent = 0;
+  for (Nanos t = 0; t < 1'000'000; t += 1'000) sent += np.on_ce(7, t);
+  EXPECT_EQ(sent, 20);
+}
+
+}  // namespace
+}  // namespace rocelab::engine
