@@ -70,6 +70,7 @@ struct Aeth {
   static constexpr uint8_t kAckNoCredit = 0x1F;
   static constexpr uint8_t kNakPsnSequenceError = 0x60;
   static constexpr uint8_t kNakInvalidRequest = 0x61;
+  static constexpr uint8_t kNakRemoteAccess = 0x62;
   bool is_ack() const { return syndrome <= 0x1F; }
   bool is_rnr_nak() const { return syndrome >= 0x20 && syndrome <= 0x3F; }
   bool is_nak() const { return syndrome >= 0x60 && syndrome <= 0x64; }
