@@ -10,7 +10,7 @@ PKGS=(
   libnl-3-dev libnl-route-3-dev
   libboost-program-options-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev
-  iproute2 python3 tcpdump
+  iproute2 python3 tcpdump tshark
 )
 # `setup.sh --bench` adds what bench/ compares against (Mininet with Linux bridges).
 if [ "${1:-}" = "--bench" ]; then

@@ -27,6 +27,7 @@
 #include "run/resolved.h"
 #include "run/results.h"
 #include "run/run.h"
+#include "workload/perf.h"
 
 namespace po = boost::program_options;
 
@@ -453,6 +454,100 @@ int cmd_status(const po::variables_map& vm, const Globals& g) {
 
 }  // namespace
 
+ordered_json qp_json(const engine::QpReport& q) {
+  return {{"qpn", q.qpn}, {"udp_sport", q.sport}, {"tx_packets", q.rc.tx_packets}, {"retransmitted", q.rc.retransmitted},
+          {"timeouts", q.rc.timeouts}, {"naks_sent", q.rc.naks_sent}, {"naks_received", q.rc.naks_received},
+          {"acks_sent", q.rc.acks_sent}, {"duplicates", q.rc.duplicates}, {"out_of_sequence", q.rc.out_of_sequence},
+          {"rate_bps", q.rate_bps}, {"alpha", q.alpha}, {"dcqcn_cuts", q.cuts}, {"pacing_error", q.pacing_error}};
+}
+
+ordered_json endpoint_json(const engine::EndpointStats& e) {
+  return {{"rx_packets", e.rx_packets}, {"bad_icrc", e.bad_icrc}, {"malformed", e.malformed},
+          {"unknown_qp", e.unknown_qp}, {"ce_marked", e.ce_marked}, {"cnp_sent", e.cnp_sent},
+          {"cnp_received", e.cnp_received}, {"send_errors", e.send_errors}};
+}
+
+int cmd_perf(const po::variables_map& vm, const Globals& g) {
+  auto s = load(vm, g);
+  if (!s) return kExitBadInput;
+  if (!vm.count("from") || !vm.count("to")) {
+    std::cerr << "rocelab perf: name both ends: --from HOST[:NIC] --to HOST[:NIC]\n";
+    return kExitBadInput;
+  }
+  workload::PerfOptions o;
+  o.from = vm["from"].as<std::string>();
+  o.to = vm["to"].as<std::string>();
+  const std::string verb = vm["verb"].as<std::string>();
+  if (verb != "write" && verb != "send") {
+    std::cerr << "rocelab perf: --verb is write or send\n";
+    return kExitBadInput;
+  }
+  o.write = verb == "write";
+  auto size = model::parse_bytes(vm["size"].as<std::string>());
+  if (!size || size.value->n == 0 || size.value->n > (1u << 30)) {
+    std::cerr << "rocelab perf: --size: " << (size ? "between 1 B and 1 GiB" : size.error) << "\n";
+    return kExitBadInput;
+  }
+  o.size = uint32_t(size.value->n);
+  o.iterations = vm["iters"].as<uint64_t>();
+  o.seconds = vm.count("seconds") ? vm["seconds"].as<double>() : 0;
+  if (o.seconds > 0 && vm["iters"].defaulted()) o.iterations = 0;  // --seconds alone: no cap
+  o.qps = vm["qps"].as<int>();
+  o.tx_depth = vm["tx-depth"].as<uint32_t>();
+  o.mtu = vm.count("mtu") ? vm["mtu"].as<uint32_t>() : 0;
+  if (vm.count("dcqcn")) o.dcqcn = vm["dcqcn"].as<std::string>();
+  if (geteuid() != 0) {
+    std::cerr << "rocelab perf: needs root (its sockets live in the fabric's namespaces)\n";
+    return kExitEnvironment;
+  }
+  std::string why;
+  const auto plan = fabric::plan_kernel(*s);
+  auto r = workload::run_perf(*s, plan, o, why);
+  if (!r) {
+    std::cerr << "rocelab perf: " << why << "\n";
+    return why.find("not there") != std::string::npos || why.find("bind") != std::string::npos ? kExitEnvironment
+                                                                                                 : kExitBadInput;
+  }
+  const double retrans = [&] {
+    uint64_t n = 0;
+    for (const auto& q : r->requester) n += q.rc.retransmitted;
+    return double(n);
+  }();
+  if (g.json) {
+    ordered_json req = ordered_json::array(), resp = ordered_json::array();
+    for (const auto& q : r->requester) req.push_back(qp_json(q));
+    for (const auto& q : r->responder) resp.push_back(qp_json(q));
+    std::cout << ordered_json{{"test", r->verb + " BW"}, {"engine", "builtin"}, {"from", r->from}, {"to", r->to},
+                              {"bytes", r->size}, {"iterations", r->messages}, {"qps", r->qps}, {"mtu", r->mtu},
+                              {"dcqcn", r->dcqcn}, {"scale", r->scale}, {"seconds", r->seconds},
+                              {"bw_peak_gbps", r->peak_bps / 1e9}, {"bw_average_gbps", r->avg_bps / 1e9},
+                              {"bw_average_physical_gbps", r->avg_bps * r->scale / 1e9},
+                              {"msg_rate_mpps", r->seconds > 0 ? double(r->messages) / r->seconds / 1e6 : 0},
+                              {"errors", r->errors}, {"verified_bytes", r->verified_bytes},
+                              {"requester", {{"endpoint", endpoint_json(r->from_stats)}, {"qps", req}}},
+                              {"responder", {{"endpoint", endpoint_json(r->to_stats)}, {"qps", resp}}}}
+                     .dump(2)
+              << "\n";
+  } else {
+    const char* rule = "---------------------------------------------------------------------------------------\n";
+    std::printf("%s                    %s BW Test (rocelab built-in RoCEv2 engine)\n", rule, r->verb.c_str());
+    std::printf(" %s -> %s\n Number of qps   : %d\t\tTransport type : RoCEv2 (UDP 4791)\n", r->from.c_str(),
+                r->to.c_str(), r->qps);
+    std::printf(" Connection type : RC\t\tMtu            : %u[B]\n CC              : DCQCN %s\tScale D        : %g\n%s",
+                r->mtu, r->dcqcn.c_str(), r->scale, rule);
+    std::printf(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n");
+    std::printf(" %-10u %-14llu %-18.6f %-20.6f %.6f\n", r->size, (unsigned long long)r->messages, r->peak_bps / 1e9,
+                r->avg_bps / 1e9, r->seconds > 0 ? double(r->messages) / r->seconds / 1e6 : 0);
+    std::printf("%s", rule);
+    std::printf(" emulated figures; physical = x D: %.2f Gb/s average. retransmitted %.0f, CNPs %llu, "
+                "bad ICRC %llu, verified %llu B\n",
+                r->avg_bps * r->scale / 1e9, retrans, (unsigned long long)r->to_stats.cnp_sent,
+                (unsigned long long)(r->from_stats.bad_icrc + r->to_stats.bad_icrc),
+                (unsigned long long)r->verified_bytes);
+  }
+  return r->errors ? run::kExitInvalid : 0;
+}
+
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"validate", "SCENARIO", "check a scenario file; print every error as file:line:column: reason",
@@ -551,6 +646,30 @@ const std::vector<Command>& commands() {
              "go-fd", po::value<int>(), "handshake pipe from up (internal)");
        },
        cmd_agent},
+      {"perf", "SCENARIO", "perftest-style bandwidth between two hosts over the built-in RoCEv2 engine",
+       "Like ib_write_bw / ib_send_bw, over the fabric that is up: RC queue pairs from --from to\n"
+       "--to, --size byte messages, up to --tx-depth in flight per QP, paced by DCQCN at the\n"
+       "host's emulated line rate. Prints the perftest table (emulated Gb/s; x D for the\n"
+       "physical figure) and what the engine counted: retransmissions, CNPs, bad ICRCs. The\n"
+       "packets are real RoCEv2 on UDP 4791: capture them with tcpdump in a host namespace.",
+       "sudo rocelab up scenarios/quickstart.yaml\n"
+       "  sudo rocelab perf scenarios/quickstart.yaml --from host1 --to host2 --size 64KiB --iters 500\n"
+       "  sudo rocelab perf scenarios/quickstart.yaml --from host1 --to host2 --verb send --qps 4 --seconds 3 -j",
+       [](po::options_description& d) {
+         d.add_options()("from", po::value<std::string>(), "requester HOST or HOST:NIC")(
+             "to", po::value<std::string>(), "responder HOST or HOST:NIC")(
+             "verb", po::value<std::string>()->default_value("write"), "write (RDMA WRITE) or send")(
+             "size", po::value<std::string>()->default_value("64KiB"), "message size (B, KiB, MiB)")(
+             "iters", po::value<uint64_t>()->default_value(1000), "messages per QP")(
+             "seconds", po::value<double>(), "run this long instead of --iters messages")(
+             "qps", po::value<int>()->default_value(1), "queue pairs")(
+             "tx-depth", po::value<uint32_t>()->default_value(128), "messages in flight per QP")(
+             "mtu", po::value<uint32_t>(), "IB MTU (256..4096; default: from the NICs' MTU)")(
+             "dcqcn", po::value<std::string>(), "paper, nvidia or off (default: the scenario's hosts.dcqcn)");
+         add_instance_option(d);
+         add_scenario_arg(d);
+       },
+       cmd_perf},
       {"doctor", "", "say what this kernel and machine can and cannot do",
        "Tries each capability for real, inside a private network namespace that vanishes\n"
        "afterwards: netns, veth, HTB/TBF/clsact and optional qdiscs (netem, fq, ...), BPF with\n"

@@ -41,9 +41,7 @@ void RcQp::register_memory(uint32_t rkey, uint64_t va, std::span<uint8_t> memory
   regions_[rkey] = Region{va, memory};
 }
 
-bool RcQp::wants_tx() const {
-  return nak_pending_ || ack_pending_ || (!failed_ && nxt_ < posted_end_ && nxt_ - una_ < cfg_.window);
-}
+bool RcQp::data_ready() const { return !failed_ && nxt_ < posted_end_ && nxt_ - una_ < cfg_.window; }
 
 TxPacket RcQp::request_packet(uint64_t seq) {
   auto it = std::find_if(wrs_.begin(), wrs_.end(),

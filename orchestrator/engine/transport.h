@@ -63,7 +63,9 @@ class RcQp {
 
   // The next packet this QP has to send now — responses first — or nothing.
   std::optional<TxPacket> next_tx(Nanos now);
-  bool wants_tx() const;
+  bool wants_tx() const { return response_pending() || data_ready(); }
+  bool response_pending() const { return ack_pending_ || nak_pending_; }  // ACK/NAK: never paced
+  bool data_ready() const;  // a request packet is posted and inside the window
   void on_rx(const Packet& p, Nanos now);
   void on_timer(Nanos now);  // retransmission timeout
   Nanos next_timer() const;  // when on_timer has work, or INT64_MAX

@@ -1,0 +1,302 @@
+#include "engine/engine.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+
+namespace rocelab::engine {
+namespace {
+
+constexpr size_t kBatch = 32;
+constexpr size_t kMaxDatagram = 9216;
+constexpr int kSocketBuffer = 4 << 20;
+constexpr size_t kFrameOverhead = 14 + 20 + 8;  // Ethernet + IPv4 + UDP around a RoCE payload
+constexpr Nanos kMaxSleep = 5'000'000;
+
+sockaddr_in sock_addr(uint32_t addr, uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(addr);
+  a.sin_port = htons(port);
+  return a;
+}
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// A UDP socket made inside `netns`, bound to addr:port.
+std::optional<sys::Fd> udp_socket(const std::string& netns, uint32_t addr, uint16_t port, bool rx, std::string& why) {
+  auto ns = sys::open_named_netns(netns, why);
+  if (!ns) return std::nullopt;
+  auto scope = sys::NetnsScope::enter(ns->get(), why);
+  if (!scope) return std::nullopt;
+  sys::Fd fd(socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return why = errno_text("socket"), std::nullopt;
+  const int one = 1, buf = kSocketBuffer;
+  setsockopt(fd.get(), SOL_SOCKET, rx ? SO_RCVBUF : SO_SNDBUF, &buf, sizeof buf);
+  if (rx) {
+    if (setsockopt(fd.get(), IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0) return why = errno_text("IP_RECVTOS"), std::nullopt;
+  } else {
+    // DF set and unconnected: Linux writes IP ID 0, which the ICRC covers (wire.h Flow).
+    const int df = IP_PMTUDISC_DO, tos = kTosData;
+    if (setsockopt(fd.get(), IPPROTO_IP, IP_MTU_DISCOVER, &df, sizeof df) != 0 ||
+        setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0 ||
+        setsockopt(fd.get(), SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) != 0) {
+      return why = errno_text("socket options"), std::nullopt;
+    }
+  }
+  auto a = sock_addr(addr, port);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    char ip[INET_ADDRSTRLEN];
+    in_addr in{htonl(addr)};
+    inet_ntop(AF_INET, &in, ip, sizeof ip);
+    return why = errno_text(("bind " + std::string(ip) + ":" + std::to_string(port) + " in " + netns).c_str()),
+           std::nullopt;
+  }
+  return fd;
+}
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint16_t qp_source_port(uint64_t seed, uint32_t host_index, uint32_t qpn) {
+  return uint16_t(0xC000 | (splitmix(seed ^ (uint64_t(host_index) << 32) ^ qpn) & 0x3FFF));
+}
+
+struct Engine::Endpoint {
+  EndpointSpec spec;
+  sys::Fd rx;
+  EndpointStats stats;
+  NotificationPoint np;
+  std::unordered_map<uint32_t, size_t> qps;  // local QPN -> index into qps_
+  Endpoint(EndpointSpec s, sys::Fd fd, Nanos cnp_interval) : spec(std::move(s)), rx(std::move(fd)), np(cnp_interval) {}
+};
+
+struct Engine::Qp {
+  size_t ep;
+  RcQp rc;
+  ReactionPoint rp;
+  sys::Fd tx;
+  Flow flow;  // as sent: this endpoint to the peer's 4791
+  double line_bps;
+  bool cnp_due = false;
+  Nanos next_at = 0;  // pacing: the next data packet may leave at this time
+  // Pacing error: data sent against rate × time while the QP had data ready in its window.
+  Nanos last_turn = 0;
+  bool backlogged = false;
+  double allowed_bytes = 0;
+  uint64_t paced_bytes = 0, data_wire_bytes = 0;
+};
+
+Engine::Engine(const DcqcnParams& dcqcn, const Clock& clock) : dcqcn_(dcqcn), clock_(clock) {}
+Engine::~Engine() = default;
+
+std::optional<size_t> Engine::add_endpoint(const EndpointSpec& spec, std::string& why) {
+  auto fd = udp_socket(spec.netns, spec.addr, kRoceUdpPort, true, why);
+  if (!fd) return std::nullopt;
+  endpoints_.push_back(std::make_unique<Endpoint>(spec, std::move(*fd), dcqcn_.cnp_interval.ns));
+  return endpoints_.size() - 1;
+}
+
+std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_addr, uint32_t remote_qpn,
+                                     uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
+                                     std::string& why) {
+  Endpoint& e = *endpoints_.at(ep);
+  if (e.qps.count(qpn)) return why = "QP " + std::to_string(qpn) + " exists on " + e.spec.name, std::nullopt;
+  auto fd = udp_socket(e.spec.netns, e.spec.addr, sport, false, why);
+  if (!fd) return std::nullopt;
+  auto q = std::unique_ptr<Qp>(new Qp{ep, RcQp(qpn, remote_qpn, send_psn, expect_psn, rc),
+                                      ReactionPoint(dcqcn_, e.spec.line_bps), std::move(*fd),
+                                      Flow{e.spec.addr, remote_addr, sport, kRoceUdpPort}, e.spec.line_bps});
+  q->last_turn = clock_.now();
+  qps_.push_back(std::move(q));
+  e.qps[qpn] = qps_.size() - 1;
+  return qps_.size() - 1;
+}
+
+RcQp& Engine::qp(size_t id) { return qps_.at(id)->rc; }
+size_t Engine::qp_count() const { return qps_.size(); }
+const EndpointStats& Engine::endpoint_stats(size_t ep) const { return endpoints_.at(ep)->stats; }
+
+QpReport Engine::qp_report(size_t id) const {
+  const Qp& q = *qps_.at(id);
+  QpReport r;
+  r.endpoint = q.ep;
+  r.qpn = q.rc.qpn();
+  r.sport = q.flow.sport;
+  r.rc = q.rc.stats();
+  r.rate_bps = std::min(q.rp.rate(), q.line_bps);
+  r.alpha = q.rp.alpha();
+  r.cuts = q.rp.cuts();
+  r.data_wire_bytes = q.data_wire_bytes;
+  r.pacing_error = q.allowed_bytes > 0 ? double(q.paced_bytes) / q.allowed_bytes - 1 : 0;
+  return r;
+}
+
+void Engine::receive(Endpoint& ep, Nanos now) {
+  static thread_local std::vector<uint8_t> bufs(kBatch * kMaxDatagram);
+  mmsghdr msgs[kBatch];
+  iovec iov[kBatch];
+  sockaddr_in from[kBatch];
+  alignas(cmsghdr) char ctrl[kBatch][CMSG_SPACE(sizeof(int))];
+  for (int round = 0; round < 8; ++round) {
+    for (size_t i = 0; i < kBatch; ++i) {
+      iov[i] = {bufs.data() + i * kMaxDatagram, kMaxDatagram};
+      msgs[i].msg_hdr = {&from[i], sizeof from[i], &iov[i], 1, ctrl[i], sizeof ctrl[i], 0};
+    }
+    const int n = recvmmsg(ep.rx.get(), msgs, kBatch, MSG_DONTWAIT, nullptr);
+    if (n <= 0) return;
+    for (int i = 0; i < n; ++i) {
+      uint8_t tos = 0;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
+      }
+      ++ep.stats.rx_packets;
+      ep.stats.rx_bytes += msgs[i].msg_len;
+      const Flow flow{ntohl(from[i].sin_addr.s_addr), ep.spec.addr, ntohs(from[i].sin_port), kRoceUdpPort};
+      auto parsed = parse({bufs.data() + i * kMaxDatagram, msgs[i].msg_len}, flow);
+      if (!parsed) {
+        ++(parsed.error == ParseError::kBadIcrc ? ep.stats.bad_icrc : ep.stats.malformed);
+        continue;
+      }
+      const Packet& p = *parsed.packet;
+      auto it = ep.qps.find(p.bth.dest_qp);
+      if (it == ep.qps.end()) {
+        ++ep.stats.unknown_qp;
+        continue;
+      }
+      Qp& q = *qps_[it->second];
+      if (p.bth.opcode == Opcode::kCnp) {
+        ++ep.stats.cnp_received;
+        q.rp.on_cnp(now);
+        continue;
+      }
+      if ((tos & 0x3) == 0x3) {
+        ++ep.stats.ce_marked;
+        if (ep.np.on_ce(q.rc.qpn(), now)) q.cnp_due = true;
+      }
+      q.rc.on_rx(p, now);
+    }
+    if (n < int(kBatch)) return;
+  }
+}
+
+void Engine::transmit(Qp& q, Nanos now) {
+  const double rate = std::min(q.rp.rate(), q.line_bps);
+  if (q.backlogged) q.allowed_bytes += rate * double(now - q.last_turn) / 8e9;
+  q.last_turn = now;
+
+  static thread_local std::vector<std::vector<uint8_t>> out(kBatch);
+  mmsghdr msgs[kBatch];
+  iovec iov[kBatch];
+  alignas(cmsghdr) char ctrl[kBatch][CMSG_SPACE(sizeof(int))];
+  sockaddr_in to = sock_addr(q.flow.dst, kRoceUdpPort);
+  size_t n = 0, data = 0;
+  auto add = [&](bool cnp) {
+    std::memset(&msgs[n], 0, sizeof msgs[n]);
+    iov[n] = {out[n].data(), out[n].size()};
+    msgs[n].msg_hdr.msg_name = &to;
+    msgs[n].msg_hdr.msg_namelen = sizeof to;
+    msgs[n].msg_hdr.msg_iov = &iov[n];
+    msgs[n].msg_hdr.msg_iovlen = 1;
+    if (cnp) {  // CNPs leave on DSCP 48 from the same socket
+      msgs[n].msg_hdr.msg_control = ctrl[n];
+      msgs[n].msg_hdr.msg_controllen = sizeof ctrl[n];
+      cmsghdr* c = CMSG_FIRSTHDR(&msgs[n].msg_hdr);
+      c->cmsg_level = IPPROTO_IP;
+      c->cmsg_type = IP_TOS;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      const int tos = kTosCnp;
+      std::memcpy(CMSG_DATA(c), &tos, sizeof tos);
+    }
+    ++n;
+  };
+  if (q.cnp_due) {
+    Bth b;
+    b.opcode = Opcode::kCnp;
+    b.becn = true;
+    b.dest_qp = q.rc.dest_qpn();
+    build(b, std::nullopt, std::nullopt, {}, q.flow, out[n]);
+    add(true);
+    q.cnp_due = false;
+    ++endpoints_[q.ep]->stats.cnp_sent;
+  }
+  const double slack = 4.0 * (q.rc.config().mtu + 64 + kFrameOverhead) * 8e9 / rate;  // catch-up bound
+  q.next_at = std::max(q.next_at, now - Nanos(slack));
+  while (n < kBatch) {
+    const bool response = q.rc.response_pending();
+    if (!response && !(q.rc.data_ready() && q.next_at <= now)) break;
+    auto t = q.rc.next_tx(now);
+    if (!t) break;
+    const size_t len = build(t->bth, t->reth, t->aeth, t->payload, q.flow, out[n]);
+    add(false);
+    if (!response) {
+      const size_t wire = len + kFrameOverhead;
+      q.next_at += Nanos(double(wire) * 8e9 / rate);
+      q.data_wire_bytes += wire;
+      q.paced_bytes += wire;
+      q.rp.on_sent(wire, now);
+      ++data;
+    }
+  }
+  q.backlogged = q.rc.data_ready();
+  size_t done = 0;
+  while (done < n) {
+    const int k = sendmmsg(q.tx.get(), msgs + done, unsigned(n - done), MSG_DONTWAIT);
+    if (k <= 0) {
+      // The host's own queue is full: what did not leave is recovered by NAK or timeout.
+      endpoints_[q.ep]->stats.send_errors += n - done;
+      break;
+    }
+    done += size_t(k);
+  }
+}
+
+Nanos Engine::next_due(Nanos now) const {
+  Nanos due = now + kMaxSleep;
+  for (const auto& q : qps_) {
+    if (q->cnp_due || q->rc.response_pending()) return now;
+    if (q->rc.data_ready()) due = std::min(due, q->next_at);
+    due = std::min(due, q->rc.next_timer());
+  }
+  return due;
+}
+
+void Engine::turn() {
+  const Nanos now = clock_.now();
+  for (auto& ep : endpoints_) receive(*ep, now);
+  for (auto& q : qps_) {
+    q->rc.on_timer(now);
+    q->rp.advance(now);
+    transmit(*q, now);
+  }
+}
+
+bool Engine::run(const std::function<bool()>& done, Nanos deadline) {
+  std::vector<pollfd> fds;
+  for (auto& ep : endpoints_) fds.push_back({ep->rx.get(), POLLIN, 0});
+  for (;;) {
+    turn();
+    if (done()) return true;
+    const Nanos now = clock_.now();
+    if (now >= deadline) return false;
+    const Nanos wait = std::min(next_due(now), deadline) - now;
+    if (wait > 20'000) {  // below that, sleeping costs more than it saves
+      timespec ts{time_t(wait / 1'000'000'000), long(wait % 1'000'000'000)};
+      ppoll(fds.data(), fds.size(), &ts, nullptr);
+    }
+  }
+}
+
+}  // namespace rocelab::engine

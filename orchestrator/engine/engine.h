@@ -1,0 +1,85 @@
+// The engine: one process, one thread, serving many emulated RNICs. Each endpoint (a host
+// NIC) has a UDP 4791 socket made inside its host's namespace; each QP sends from its own
+// socket bound to its UDP source port. Data leaves paced at min(DCQCN rate, line rate) on
+// DSCP 26 with ECT(0); CE-marked arrivals make CNPs (DSCP 48) through the notification
+// point; a received CNP drives the QP's reaction point. Bad ICRCs are counted drops.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/clock.h"
+#include "engine/dcqcn.h"
+#include "engine/transport.h"
+#include "sys/netns.h"
+
+namespace rocelab::engine {
+
+struct EndpointSpec {
+  std::string name;   // for reports, e.g. "h1:nic0"
+  std::string netns;  // the host's namespace
+  uint32_t addr = 0;  // the NIC's IPv4 address, host order
+  double line_bps = 0;  // emulated line rate: the pacer's ceiling
+};
+
+struct EndpointStats {
+  uint64_t rx_packets = 0, rx_bytes = 0, bad_icrc = 0, malformed = 0, unknown_qp = 0;
+  uint64_t ce_marked = 0, cnp_sent = 0, cnp_received = 0, send_errors = 0;
+};
+
+struct QpReport {
+  size_t endpoint = 0;
+  uint32_t qpn = 0;
+  uint16_t sport = 0;
+  RcStats rc;
+  double rate_bps = 0, alpha = 0;
+  uint64_t cuts = 0, data_wire_bytes = 0;
+  double pacing_error = 0;  // data sent / what the pacing rate allowed while backlogged, − 1
+};
+
+class Engine {
+ public:
+  Engine(const DcqcnParams& emulated_dcqcn, const Clock& clock);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  std::optional<size_t> add_endpoint(const EndpointSpec& spec, std::string& why);
+  // A QP on endpoint `ep` whose peer is QP `remote_qpn` at `remote_addr`; `sport` in
+  // 0xC000–0xFFFF is its UDP source port.
+  std::optional<size_t> add_qp(size_t ep, uint32_t qpn, uint32_t remote_addr, uint32_t remote_qpn,
+                               uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
+                               std::string& why);
+  RcQp& qp(size_t id);
+
+  // One turn: receive what is waiting, fire timers, send what pacing allows.
+  void turn();
+  // Turns until `done()` or the deadline; sleeps in ppoll when nothing is due.
+  bool run(const std::function<bool()>& done, Nanos deadline);
+
+  const EndpointStats& endpoint_stats(size_t ep) const;
+  QpReport qp_report(size_t id) const;
+  size_t qp_count() const;
+
+ private:
+  struct Endpoint;
+  struct Qp;
+  void receive(Endpoint& ep, Nanos now);
+  void transmit(Qp& q, Nanos now);
+  Nanos next_due(Nanos now) const;
+
+  DcqcnParams dcqcn_;
+  const Clock& clock_;
+  std::vector<std::unique_ptr<Endpoint>> endpoints_;
+  std::vector<std::unique_ptr<Qp>> qps_;
+};
+
+// UDP source port of a QP, from the scenario seed (DESIGN.md §2: 0xC000–0xFFFF).
+uint16_t qp_source_port(uint64_t seed, uint32_t host_index, uint32_t qpn);
+
+}  // namespace rocelab::engine

@@ -1,0 +1,49 @@
+// perftest-style point-to-point runs over the built-in engine (ib_write_bw / ib_send_bw
+// semantics): one requester host, one responder host, N RC QPs, a fixed message size, up to
+// tx_depth messages outstanding per QP. Runs inside a fabric that is up.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "fabric/kernel_plan.h"
+#include "model/scenario.h"
+
+namespace rocelab::workload {
+
+struct PerfOptions {
+  std::string from, to;  // "host" or "host:nicN"
+  bool write = true;     // RDMA WRITE (ib_write_bw) or SEND (ib_send_bw)
+  uint32_t size = 65536;
+  uint64_t iterations = 1000;  // messages per QP
+  double seconds = 0;          // > 0: run for this long instead (iterations is then a cap)
+  int qps = 1;
+  uint32_t tx_depth = 128;
+  uint32_t mtu = 0;  // 0: from the path (the smaller NIC MTU's IB class)
+  std::string dcqcn;  // empty: the scenario's hosts.dcqcn
+};
+
+struct PerfResult {
+  std::string from, to, verb, dcqcn;
+  uint32_t size = 0, mtu = 0;
+  int qps = 0;
+  uint64_t messages = 0, bytes = 0;
+  double seconds = 0;
+  double avg_bps = 0, peak_bps = 0;  // goodput (message bytes), emulated
+  double scale = 1;
+  uint64_t errors = 0;
+  std::vector<engine::QpReport> requester, responder;
+  engine::EndpointStats from_stats, to_stats;
+  uint64_t verified_bytes = 0;  // responder memory / messages checked against what was sent
+};
+
+// IB MTU class (256..4096) for a netdev MTU: RoCEv2 headers take 20 + 8 + 12 + 16 + 4 bytes.
+uint32_t ib_mtu_for(uint32_t netdev_mtu);
+
+std::optional<PerfResult> run_perf(const model::Scenario& s, const fabric::KernelPlan& plan, const PerfOptions& o,
+                                   std::string& why);
+
+}  // namespace rocelab::workload
