@@ -6,7 +6,7 @@ set -euo pipefail
 # Build and run-time dependencies (the library's -dev packages pull their runtime parts).
 PKGS=(
   build-essential cmake pkg-config ninja-build
-  clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
+  clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libdeflate-dev
   libnl-3-dev libnl-route-3-dev
   libboost-program-options-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev

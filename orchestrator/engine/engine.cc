@@ -232,8 +232,10 @@ void Engine::transmit(Qp& q, Nanos now) {
     q.cnp_due = false;
     ++endpoints_[q.ep]->stats.cnp_sent;
   }
-  const double slack = 4.0 * (q.rc.config().mtu + 64 + kFrameOverhead) * 8e9 / rate;  // catch-up bound
-  q.next_at = std::max(q.next_at, now - Nanos(slack));
+  // A token bucket one batch deep: a QP that fell behind (a late turn) may catch up by at
+  // most one sendmmsg batch, so batches stay full at high rates and bursts stay short.
+  const double depth = double(kBatch) * (q.rc.config().mtu + 64 + kFrameOverhead) * 8e9 / rate;
+  q.next_at = std::max(q.next_at, now - Nanos(depth));
   while (n < kBatch) {
     const bool response = q.rc.response_pending();
     if (!response && !(q.rc.data_ready() && q.next_at <= now)) break;

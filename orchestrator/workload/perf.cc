@@ -83,12 +83,16 @@ std::optional<PerfResult> run_perf(const model::Scenario& s, const fabric::Kerne
   auto b = eng.add_endpoint({r.to, to->node->netns, to->port->addr, double(to->port->rate_bps)}, why);
   if (!b) return std::nullopt;
 
-  // The retransmission timeout is physical (IB local ACK timeout 5: 131 µs) × D, kept within
-  // what a run can afford to wait.
+  // The retransmission timeout is physical (IB local ACK timeout 5: 131 µs) × D, and at least
+  // four times what a full window takes to serialise at the slower line rate: the host's
+  // own queue may hold the whole window, and a timeout then would resend it all for nothing.
   engine::RcConfig rc;
   rc.mtu = r.mtu;
-  rc.window = 1024;
-  rc.rto = std::clamp<engine::Nanos>(s.scale.emulate(model::Duration{131'072}).ns, 5'000'000, 500'000'000);
+  rc.window = 256;
+  const double window_ns = double(rc.window) * (rc.mtu + 100) * 8e9 /
+                           double(std::max<uint64_t>(1, std::min(from->port->rate_bps, to->port->rate_bps)));
+  rc.rto = std::clamp<engine::Nanos>(
+      std::max(s.scale.emulate(model::Duration{131'072}).ns, engine::Nanos(4 * window_ns)), 5'000'000, 2'000'000'000);
   std::mt19937_64 psn(s.seed ^ 0x5053'4e00);
   const uint32_t slots = std::min<uint32_t>(o.tx_depth, 16);
   std::vector<size_t> req, resp;

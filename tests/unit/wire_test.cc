@@ -2,6 +2,8 @@
 #include "engine/wire.h"
 
 #include <gtest/gtest.h>
+#include <libdeflate.h>
+#include <zlib.h>
 
 #include <random>
 #include <string>
@@ -66,6 +68,18 @@ TEST(Icrc, MasksTosTtlAndChecksumsButCoversAddresses) {
   EXPECT_EQ(icrc_ipv4_packet(ip), want);
   f[29] ^= 1;  // source address
   EXPECT_NE(icrc_ipv4_packet(ip), want);
+}
+
+// DESIGN.md defines the ICRC through zlib's crc32(); the engine computes it with libdeflate.
+TEST(Icrc, LibdeflateCrc32IsZlibCrc32) {
+  std::mt19937_64 rng(42);
+  std::vector<uint8_t> buf(9000);
+  for (auto& b : buf) b = uint8_t(rng());
+  for (size_t n : {0u, 1u, 7u, 8u, 15u, 64u, 1040u, 4096u, 9000u}) {
+    for (uint32_t seed : {0u, 0xFFFFFFFFu, 0x1234567u}) {
+      EXPECT_EQ(libdeflate_crc32(seed, buf.data(), n), uint32_t(crc32(seed, buf.data(), uInt(n)))) << n;
+    }
+  }
 }
 
 TEST(Headers, RoundTripRandomValues) {
