@@ -40,6 +40,26 @@ std::optional<DcqcnParams> DcqcnParams::preset_named(const std::string& name) {
   return std::nullopt;
 }
 
+DcqcnParams DcqcnParams::with(const model::DcqcnOverrides& o) const {
+  DcqcnParams p = *this;
+  if (o.cnp_interval) p.cnp_interval = *o.cnp_interval;
+  if (o.alpha_timer) p.alpha_timer = *o.alpha_timer;
+  if (o.alpha_window) p.alpha_window = *o.alpha_window;
+  if (o.rate_timer) p.rate_timer = *o.rate_timer;
+  if (o.reduce_period) p.reduce_period = *o.reduce_period;
+  if (o.g) p.g = *o.g;
+  if (o.initial_alpha) p.initial_alpha = *o.initial_alpha;
+  if (o.max_cut) p.max_cut = *o.max_cut;
+  if (o.byte_counter) p.byte_counter = *o.byte_counter;
+  if (o.threshold) p.threshold = *o.threshold;
+  if (o.rate_ai) p.r_ai = *o.rate_ai;
+  if (o.rate_hai) p.r_hai = *o.rate_hai;
+  if (o.rate_min) p.r_min = *o.rate_min;
+  if (o.clamp_target) p.clamp_target = *o.clamp_target;
+  if (o.clamp_target_after_timer) p.clamp_target_after_timer = *o.clamp_target_after_timer;
+  return p;
+}
+
 DcqcnParams DcqcnParams::emulated(const model::TimeScale& s) const {
   DcqcnParams e = *this;
   e.cnp_interval = s.emulate(cnp_interval);

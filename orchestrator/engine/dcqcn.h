@@ -35,6 +35,7 @@
 #include <unordered_map>
 
 #include "engine/clock.h"
+#include "model/scenario.h"
 #include "model/units.h"
 
 namespace rocelab::engine {
@@ -65,6 +66,8 @@ struct DcqcnParams {
   model::Rate rate_on_first_cnp{0};
 
   static std::optional<DcqcnParams> preset_named(const std::string& name);
+  // The preset with the parameters a scenario set (hosts.dcqcn as a map), still physical.
+  DcqcnParams with(const model::DcqcnOverrides& o) const;
   DcqcnParams emulated(const model::TimeScale& scale) const;
 };
 

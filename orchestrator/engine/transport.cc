@@ -23,19 +23,25 @@ RcQp::RcQp(uint32_t qpn, uint32_t dest_qpn, uint32_t send_psn, uint32_t expect_p
   cfg_.ack_req_every = std::max<uint32_t>(cfg_.ack_req_every, 1);
 }
 
-uint64_t RcQp::post(bool write, std::vector<uint8_t> data, uint64_t va, uint32_t rkey) {
-  const uint32_t packets = data.empty() ? 1 : uint32_t((data.size() + cfg_.mtu - 1) / cfg_.mtu);
+uint64_t RcQp::post(bool write, Buffer data, uint64_t va, uint32_t rkey) {
+  const uint32_t packets = data->empty() ? 1 : uint32_t((data->size() + cfg_.mtu - 1) / cfg_.mtu);
   Wr wr{next_wr_id_++, write, std::move(data), va, rkey, posted_end_, packets};
   posted_end_ += packets;
   wrs_.push_back(std::move(wr));
   return wrs_.back().id;
 }
 
-uint64_t RcQp::post_send(std::vector<uint8_t> data) { return post(false, std::move(data), 0, 0); }
+uint64_t RcQp::post_send(std::vector<uint8_t> data) {
+  return post(false, std::make_shared<const std::vector<uint8_t>>(std::move(data)), 0, 0);
+}
 
 uint64_t RcQp::post_write(std::vector<uint8_t> data, uint64_t va, uint32_t rkey) {
-  return post(true, std::move(data), va, rkey);
+  return post(true, std::make_shared<const std::vector<uint8_t>>(std::move(data)), va, rkey);
 }
+
+uint64_t RcQp::post_send(Buffer data) { return post(false, std::move(data), 0, 0); }
+
+uint64_t RcQp::post_write(Buffer data, uint64_t va, uint32_t rkey) { return post(true, std::move(data), va, rkey); }
 
 void RcQp::register_memory(uint32_t rkey, uint64_t va, std::span<uint8_t> memory) {
   regions_[rkey] = Region{va, memory};
@@ -61,10 +67,11 @@ TxPacket RcQp::request_packet(uint64_t seq) {
                    : last         ? Opcode::kSendLast
                                   : Opcode::kSendMiddle;
   }
-  if (w.write && first) t.reth = Reth{w.va, w.rkey, uint32_t(w.data.size())};
-  const size_t off = size_t(k) * cfg_.mtu;
-  const size_t len = std::min<size_t>(cfg_.mtu, w.data.size() - std::min(off, w.data.size()));
-  t.payload = std::span<const uint8_t>(w.data).subspan(std::min(off, w.data.size()), len);
+  const auto& data = *w.data;
+  if (w.write && first) t.reth = Reth{w.va, w.rkey, uint32_t(data.size())};
+  const size_t off = std::min(size_t(k) * cfg_.mtu, data.size());
+  const size_t len = std::min<size_t>(cfg_.mtu, data.size() - off);
+  t.payload = std::span<const uint8_t>(data).subspan(off, len);
   t.bth.dest_qp = dest_qpn_;
   t.bth.psn = uint32_t(seq) & kPsnMask;
   t.bth.ack_req = last || (seq + 1 - base_seq_) % cfg_.ack_req_every == 0 || seq + 1 - una_ >= cfg_.window;

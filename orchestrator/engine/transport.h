@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -57,6 +58,10 @@ class RcQp {
   // Requester: queue a message; its completion comes once every packet is acknowledged.
   uint64_t post_send(std::vector<uint8_t> data);
   uint64_t post_write(std::vector<uint8_t> data, uint64_t remote_va, uint32_t rkey);
+  // The same, with a buffer shared by many messages (a workload posting one pattern).
+  using Buffer = std::shared_ptr<const std::vector<uint8_t>>;
+  uint64_t post_send(Buffer data);
+  uint64_t post_write(Buffer data, uint64_t remote_va, uint32_t rkey);
 
   // Responder: memory a peer may WRITE into (the span must outlive the QP).
   void register_memory(uint32_t rkey, uint64_t va, std::span<uint8_t> memory);
@@ -80,7 +85,7 @@ class RcQp {
   struct Wr {
     uint64_t id;
     bool write;
-    std::vector<uint8_t> data;
+    Buffer data;
     uint64_t va;
     uint32_t rkey;
     uint64_t first_seq;  // unwrapped PSN of the first packet
@@ -91,7 +96,7 @@ class RcQp {
     std::span<uint8_t> mem;
   };
 
-  uint64_t post(bool write, std::vector<uint8_t> data, uint64_t va, uint32_t rkey);
+  uint64_t post(bool write, Buffer data, uint64_t va, uint32_t rkey);
   TxPacket request_packet(uint64_t seq);
   void acknowledge_through(uint64_t seq_exclusive);
   void responder_rx(const Packet& p);

@@ -165,11 +165,12 @@ size_t build(Bth bth, const std::optional<Reth>& reth, const std::optional<Aeth>
              std::optional<uint32_t> imm) {
   const Opcode op = bth.opcode;
   bth.pad = uint8_t((4 - payload.size() % 4) % 4);
-  out.assign(wire_size(op, payload.size()), 0);
+  out.resize(wire_size(op, payload.size()));  // every byte is written below: no zero fill
   uint8_t* p = out.data();
   put_bth(bth, p);
   p += kBthSize;
   if (op == Opcode::kCnp) {
+    std::memset(p, 0, kCnpReserved);
     p += kCnpReserved;
   } else {
     if (has_reth(op)) { put_reth(reth.value_or(Reth{}), p); p += kRethSize; }
@@ -177,6 +178,7 @@ size_t build(Bth bth, const std::optional<Reth>& reth, const std::optional<Aeth>
     if (has_imm(op)) { put32(p, imm.value_or(0)); p += kImmSize; }
   }
   if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());
+  std::memset(p + payload.size(), 0, bth.pad);
   const size_t body = out.size() - kIcrcSize;
   const uint32_t c = icrc_for_flow(flow, std::span<const uint8_t>(out.data(), body));
   for (int i = 0; i < 4; ++i) out[body + i] = uint8_t(c >> (8 * i));

@@ -477,13 +477,46 @@ class Loader {
     m->done();
   }
 
+  // hosts.dcqcn: {preset: nvidia, rate_timer: 100us, ...}: the preset, then each parameter
+  // the scenario sets (physical units; the engine scales them by D).
+  template <class M>
+  void read_dcqcn(M& m, HostsConfig& h) {
+    auto& o = h.dcqcn_set;
+    if (auto v = m.take("preset"))
+      if (auto d = r_.choice(*v, {"paper", "nvidia", "off"})) h.dcqcn = *d;
+    const Duration dmin{1}, dmax{3'600'000'000'000};
+    const Rate rmin{1}, rmax{Rate{1'000'000'000'000'000}};
+    if (auto v = m.take("cnp_interval")) o.cnp_interval = r_.duration(*v, Duration{0}, dmax);
+    if (auto v = m.take("alpha_timer")) o.alpha_timer = r_.duration(*v, dmin, dmax);
+    if (auto v = m.take("alpha_window")) o.alpha_window = r_.duration(*v, Duration{0}, dmax);
+    if (auto v = m.take("rate_timer")) o.rate_timer = r_.duration(*v, dmin, dmax);
+    if (auto v = m.take("reduce_period")) o.reduce_period = r_.duration(*v, Duration{0}, dmax);
+    if (auto v = m.take("g")) o.g = r_.number(*v, 0, 1);
+    if (auto v = m.take("initial_alpha")) o.initial_alpha = r_.number(*v, 0, 1);
+    if (auto v = m.take("max_cut")) o.max_cut = r_.number(*v, 0, 1);
+    if (auto v = m.take("byte_counter")) o.byte_counter = r_.bytes(*v, Bytes{0}, Bytes{1ULL << 40});
+    if (auto v = m.take("threshold"))
+      if (auto n = r_.integer(*v, 1, 1000)) o.threshold = int(*n);
+    if (auto v = m.take("rate_ai")) o.rate_ai = r_.rate(*v, Rate{0}, rmax);
+    if (auto v = m.take("rate_hai")) o.rate_hai = r_.rate(*v, Rate{0}, rmax);
+    if (auto v = m.take("rate_min")) o.rate_min = r_.rate(*v, rmin, rmax);
+    if (auto v = m.take("clamp_target")) o.clamp_target = r_.boolean(*v);
+    if (auto v = m.take("clamp_target_after_timer")) o.clamp_target_after_timer = r_.boolean(*v);
+    m.done();
+  }
+
   void read_hosts(const Value& v, HostsConfig& h) {
     auto m = r_.map(v);
     if (!m) return;
     if (auto ev = m->take("engine"))
       if (auto e = r_.choice(*ev, {"builtin", "rxe"})) h.engine = *e;
-    if (auto dv = m->take("dcqcn"))
-      if (auto d = r_.choice(*dv, {"paper", "nvidia", "off"})) h.dcqcn = *d;
+    if (auto dv = m->take("dcqcn")) {
+      if (dv->node.IsScalar()) {
+        if (auto d = r_.choice(*dv, {"paper", "nvidia", "off"})) h.dcqcn = *d;
+      } else if (auto dm = r_.map(*dv)) {
+        read_dcqcn(*dm, h);
+      }
+    }
     m->done();
   }
 

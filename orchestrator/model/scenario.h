@@ -152,9 +152,25 @@ struct Qos {
   BufferConfig buffer;
 };
 
+// DCQCN parameters a scenario sets on top of its preset (physical values; DESIGN.md §2).
+struct DcqcnOverrides {
+  std::optional<Duration> cnp_interval, alpha_timer, alpha_window, rate_timer, reduce_period;
+  std::optional<double> g, initial_alpha, max_cut;
+  std::optional<Bytes> byte_counter;
+  std::optional<int> threshold;
+  std::optional<Rate> rate_ai, rate_hai, rate_min;
+  std::optional<bool> clamp_target, clamp_target_after_timer;
+  bool empty() const {
+    return !cnp_interval && !alpha_timer && !alpha_window && !rate_timer && !reduce_period && !g &&
+           !initial_alpha && !max_cut && !byte_counter && !threshold && !rate_ai && !rate_hai && !rate_min &&
+           !clamp_target && !clamp_target_after_timer;
+  }
+};
+
 struct HostsConfig {
   std::string engine = "builtin";  // builtin | rxe
   std::string dcqcn = "paper";     // paper | nvidia | off
+  DcqcnOverrides dcqcn_set;        // hosts.dcqcn as a map: {preset: P, g: ..., rate_timer: ...}
 };
 
 struct Workload {

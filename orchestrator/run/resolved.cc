@@ -48,6 +48,32 @@ ordered_json dscp_json(const std::array<uint8_t, 64>& map) {
   return j;
 }
 
+// The preset alone, or the preset and every parameter the scenario set (physical units).
+ordered_json dcqcn_json(const HostsConfig& h) {
+  const DcqcnOverrides& o = h.dcqcn_set;
+  if (o.empty()) return h.dcqcn;
+  ordered_json j{{"preset", h.dcqcn}};
+  auto dur = [&](const char* k, const std::optional<Duration>& v) { if (v) j[k] = format_duration(*v); };
+  auto rate = [&](const char* k, const std::optional<Rate>& v) { if (v) j[k] = format_rate(*v); };
+  auto num = [&](const char* k, const std::optional<double>& v) { if (v) j[k] = *v; };
+  dur("cnp_interval", o.cnp_interval);
+  dur("alpha_timer", o.alpha_timer);
+  dur("alpha_window", o.alpha_window);
+  dur("rate_timer", o.rate_timer);
+  dur("reduce_period", o.reduce_period);
+  num("g", o.g);
+  num("initial_alpha", o.initial_alpha);
+  num("max_cut", o.max_cut);
+  if (o.byte_counter) j["byte_counter"] = format_bytes(*o.byte_counter);
+  if (o.threshold) j["threshold"] = *o.threshold;
+  rate("rate_ai", o.rate_ai);
+  rate("rate_hai", o.rate_hai);
+  rate("rate_min", o.rate_min);
+  if (o.clamp_target) j["clamp_target"] = *o.clamp_target;
+  if (o.clamp_target_after_timer) j["clamp_target_after_timer"] = *o.clamp_target_after_timer;
+  return j;
+}
+
 ordered_json qos_json(const Qos& q) {
   ordered_json j;
   j["profile"] = q.profile;
@@ -167,7 +193,7 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
                      {"subnet", format_prefix(l.subnet)}});
   j["links"] = links;
   j["qos"] = qos_json(s.qos);
-  j["hosts"] = {{"engine", s.hosts.engine}, {"dcqcn", s.hosts.dcqcn}};
+  j["hosts"] = {{"engine", s.hosts.engine}, {"dcqcn", dcqcn_json(s.hosts)}};
   ordered_json wl = ordered_json::array();
   for (const Workload& w : s.workloads) {
     ordered_json wj{{"name", w.name}, {"type", w.type}};

@@ -77,7 +77,7 @@ std::optional<PerfResult> run_perf(const model::Scenario& s, const fabric::Kerne
   r.mtu = o.mtu ? o.mtu : ib_mtu_for(std::min(from->port->mtu, to->port->mtu));
 
   engine::MonotonicClock clock;
-  engine::Engine eng(dcqcn->emulated(s.scale), clock);
+  engine::Engine eng(dcqcn->with(s.hosts.dcqcn_set).emulated(s.scale), clock);
   auto a = eng.add_endpoint({r.from, from->node->netns, from->port->addr, double(from->port->rate_bps)}, why);
   if (!a) return std::nullopt;
   auto b = eng.add_endpoint({r.to, to->node->netns, to->port->addr, double(to->port->rate_bps)}, why);
@@ -112,7 +112,8 @@ std::optional<PerfResult> run_perf(const model::Scenario& s, const fabric::Kerne
     resp.push_back(*y);
   }
 
-  const auto data = pattern(o.size, s.seed);
+  const auto shared = std::make_shared<const std::vector<uint8_t>>(pattern(o.size, s.seed));
+  const auto& data = *shared;
   const engine::Nanos t0 = clock.now();
   const bool timed = o.seconds > 0;
   const engine::Nanos stop_posting = timed ? t0 + engine::Nanos(o.seconds * 1e9) : INT64_MAX;
@@ -140,8 +141,8 @@ std::optional<PerfResult> run_perf(const model::Scenario& s, const fabric::Kerne
         else window_bytes += o.size;
       }
       while (open && !q.failed() && posted[i] < cap && posted[i] - completed[i] < o.tx_depth) {
-        if (o.write) q.post_write(data, 0x10000000 + uint64_t(posted[i] % slots) * o.size, 0x1000 + uint32_t(i));
-        else q.post_send(data);
+        if (o.write) q.post_write(shared, 0x10000000 + uint64_t(posted[i] % slots) * o.size, 0x1000 + uint32_t(i));
+        else q.post_send(shared);
         ++posted[i];
       }
       auto& got = eng.qp(resp[i]).received();

@@ -1,6 +1,8 @@
 // DCQCN against golden traces written by tests/unit/dcqcn_golden.py (an independent model of
 // DESIGN.md §2's equations), plus the notification point and the time scale.
 #include "engine/dcqcn.h"
+#include "run/resolved.h"
+#include "test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +18,7 @@ struct Case {
   double scale, line;
 };
 
-class Golden : public testing::TestWithParam<Case> {};
+class Golden : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Golden, EngineMatchesEveryStep) {
   const Case c = GetParam();
@@ -57,7 +59,7 @@ TEST_P(Golden, EngineMatchesEveryStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, Golden,
-                         testing::Values(Case{"paper", "paper", 1, 100e9}, Case{"nvidia", "nvidia", 1, 100e9},
+                         ::testing::Values(Case{"paper", "paper", 1, 100e9}, Case{"nvidia", "nvidia", 1, 100e9},
                                          Case{"off", "off", 1, 100e9},
                                          Case{"paper_d1000", "paper", 1000, 100e6}),
                          [](const auto& info) { return info.param.trace; });
@@ -86,6 +88,44 @@ TEST(Dcqcn, RateStaysWithinMinimumAndLine) {
   rp.advance(100'000 + 2600 * 55'000);
   EXPECT_DOUBLE_EQ(rp.rate(), 100e9);
   EXPECT_LE(rp.target(), 100e9);
+}
+
+TEST(Dcqcn, ScenarioSetsAnyParameterOnTopOfItsPreset) {
+  const std::string yaml =
+      "scale: 1000\nfabric: {type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 2}\n"
+      "hosts: {dcqcn: {preset: nvidia, rate_timer: 100us, byte_counter: 64KB, threshold: 3, rate_ai: 20M,\n"
+      "  g: 0.01, clamp_target: true, cnp_interval: 10us}}\n";
+  auto s = rocelab::testing::must_load(yaml);
+  EXPECT_EQ(s.hosts.dcqcn, "nvidia");
+  auto p = DcqcnParams::preset_named(s.hosts.dcqcn)->with(s.hosts.dcqcn_set);
+  EXPECT_EQ(p.rate_timer.ns, 100'000);
+  EXPECT_EQ(p.byte_counter.n, 64u * 1024);
+  EXPECT_EQ(p.threshold, 3);
+  EXPECT_EQ(p.r_ai.bps, 20'000'000u);
+  EXPECT_DOUBLE_EQ(p.g, 0.01);
+  EXPECT_TRUE(p.clamp_target);
+  EXPECT_EQ(p.r_hai.bps, 50'000'000u) << "what the scenario leaves alone stays the preset's";
+  auto e = p.emulated(s.scale);
+  EXPECT_EQ(e.rate_timer.ns, 100'000'000);
+  EXPECT_EQ(e.cnp_interval.ns, 10'000'000);
+  EXPECT_EQ(e.r_ai.bps, 20'000u);
+  // The resolved dump carries the overrides and reloads to the same scenario.
+  const std::string dumped = run::resolved_json(s).dump(2);
+  auto again = rocelab::testing::must_load(dumped);
+  EXPECT_EQ(run::resolved_json(again).dump(2), dumped);
+  EXPECT_EQ(again.hosts.dcqcn_set.rate_ai, s.hosts.dcqcn_set.rate_ai);
+}
+
+TEST(Dcqcn, UnknownOrOutOfRangeParametersAreErrors) {
+  const std::string head = "scale: 1000\nfabric: {type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 2}\n";
+  auto e = rocelab::testing::errors_of(head + "hosts: {dcqcn: {preset: paper, rate_timr: 55us}}\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("rate_timr: unknown key (did you mean 'rate_timer'?)"), std::string::npos) << e[0];
+  e = rocelab::testing::errors_of(head + "hosts: {dcqcn: {g: 2}}\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("test.yaml:3:"), std::string::npos) << e[0];
+  e = rocelab::testing::errors_of(head + "hosts: {dcqcn: {preset: dctcp}}\n");
+  ASSERT_EQ(e.size(), 1u);
 }
 
 TEST(NotificationPoint, AtMostOneCnpPerIntervalPerQp) {
