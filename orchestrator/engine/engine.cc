@@ -80,6 +80,7 @@ struct Engine::Endpoint {
   EndpointStats stats;
   NotificationPoint np;
   std::unordered_map<uint32_t, size_t> qps;  // local QPN -> index into qps_
+  Nanos next_at = 0;  // the NIC's own pacer: its QPs together never exceed line rate
   Endpoint(EndpointSpec s, sys::Fd fd, Nanos cnp_interval) : spec(std::move(s)), rx(std::move(fd)), np(cnp_interval) {}
 };
 
@@ -94,7 +95,7 @@ struct Engine::Qp {
   Nanos next_at = 0;  // pacing: the next data packet may leave at this time
   // Pacing error: data sent against rate × time while the QP had data ready in its window.
   Nanos last_turn = 0;
-  bool backlogged = false;
+  bool backlogged = false;  // had data ready and only its own pacer held it back
   double allowed_bytes = 0;
   uint64_t paced_bytes = 0, data_wire_bytes = 0;
 };
@@ -194,7 +195,10 @@ void Engine::receive(Endpoint& ep, Nanos now) {
 
 void Engine::transmit(Qp& q, Nanos now) {
   const double rate = std::min(q.rp.rate(), q.line_bps);
-  if (q.backlogged) q.allowed_bytes += rate * double(now - q.last_turn) / 8e9;
+  // What this turn sends is measured against the allowance of the interval before it, and
+  // only when that interval was limited by this QP's own pacer (see below).
+  const bool measured = q.backlogged;
+  if (measured) q.allowed_bytes += rate * double(now - q.last_turn) / 8e9;
   q.last_turn = now;
 
   static thread_local std::vector<std::vector<uint8_t>> out(kBatch);
@@ -234,11 +238,15 @@ void Engine::transmit(Qp& q, Nanos now) {
   }
   // A token bucket one batch deep: a QP that fell behind (a late turn) may catch up by at
   // most one sendmmsg batch, so batches stay full at high rates and bursts stay short.
-  const double depth = double(kBatch) * (q.rc.config().mtu + 64 + kFrameOverhead) * 8e9 / rate;
-  q.next_at = std::max(q.next_at, now - Nanos(depth));
+  const double packet_bits = double(q.rc.config().mtu + 64 + kFrameOverhead) * 8;
+  q.next_at = std::max(q.next_at, now - Nanos(kBatch * packet_bits * 1e9 / rate));
+  Endpoint& ep = *endpoints_[q.ep];
+  ep.next_at = std::max(ep.next_at, now - Nanos(kBatch * packet_bits * 1e9 / q.line_bps));
+  bool nic_limited = false;
   while (n < kBatch) {
     const bool response = q.rc.response_pending();
-    if (!response && !(q.rc.data_ready() && q.next_at <= now)) break;
+    if (!response && q.rc.data_ready() && q.next_at <= now && ep.next_at > now) nic_limited = true;
+    if (!response && !(q.rc.data_ready() && q.next_at <= now && ep.next_at <= now)) break;
     auto t = q.rc.next_tx(now);
     if (!t) break;
     const size_t len = build(t->bth, t->reth, t->aeth, t->payload, q.flow, out[n]);
@@ -246,13 +254,16 @@ void Engine::transmit(Qp& q, Nanos now) {
     if (!response) {
       const size_t wire = len + kFrameOverhead;
       q.next_at += Nanos(double(wire) * 8e9 / rate);
+      ep.next_at += Nanos(double(wire) * 8e9 / q.line_bps);
       q.data_wire_bytes += wire;
-      q.paced_bytes += wire;
+      if (measured) q.paced_bytes += wire;
       q.rp.on_sent(wire, now);
       ++data;
     }
   }
-  q.backlogged = q.rc.data_ready();
+  // The pacing error counts only time when this QP's own rate was the limit: not the window
+  // (waiting for ACKs), not the NIC (other QPs using the line).
+  q.backlogged = q.rc.data_ready() && !nic_limited && ep.next_at <= q.next_at;
   size_t done = 0;
   while (done < n) {
     const int k = sendmmsg(q.tx.get(), msgs + done, unsigned(n - done), MSG_DONTWAIT);
@@ -269,7 +280,7 @@ Nanos Engine::next_due(Nanos now) const {
   Nanos due = now + kMaxSleep;
   for (const auto& q : qps_) {
     if (q->cnp_due || q->rc.response_pending()) return now;
-    if (q->rc.data_ready()) due = std::min(due, q->next_at);
+    if (q->rc.data_ready()) due = std::min(due, std::max(q->next_at, endpoints_[q->ep]->next_at));
     due = std::min(due, q->rc.next_timer());
   }
   return due;

@@ -103,6 +103,12 @@ class Capture(unittest.TestCase):
                 self.assertEqual(r[side]["endpoint"]["bad_icrc"], 0)
                 self.assertEqual(r[side]["endpoint"]["malformed"], 0)
         cnps = write["responder"]["endpoint"]["cnp_sent"] + send["responder"]["endpoint"]["cnp_sent"]
+        # Pacing: data sent against what rate x time allowed while the QP's own pacer was the
+        # limit. Typically within 1 % over these short runs (~1,000 packets per QP, CNP cuts
+        # in between); 10 % tells a wrong pacer (2x, 0.5x) from noise.
+        pacing = [q["pacing_error"] for r in (write, send) for q in r["requester"]["qps"]]
+        for e in pacing:
+            self.assertLess(abs(e), 0.10, f"pacing error {pacing}")
 
         fields = subprocess.run(["tshark", "-r", pcap, "-T", "fields", "-E", "separator=,", "-e", "frame.protocols",
                                  "-e", "infiniband.bth.opcode"], capture_output=True, text=True, timeout=120)
@@ -117,7 +123,7 @@ class Capture(unittest.TestCase):
         checked = icrc_check.check(pcap)
         print(f"\ncapture: {len(rows)} packets, opcodes {opcodes}; tshark malformed/warnings: "
               f"{len(flagged.stdout.splitlines())}; ICRC checker {checked['checked']} checked, {checked['bad']} bad; "
-              f"engine CNPs {cnps}; write {write['bw_average_gbps'] * 1000:.1f} Mb/s, "
+              f"engine CNPs {cnps}; pacing error {', '.join(f'{e:+.2%}' for e in pacing)}; write {write['bw_average_gbps'] * 1000:.1f} Mb/s, "
               f"send {send['bw_average_gbps'] * 1000:.1f} Mb/s", file=sys.stderr)
         self.assertGreater(len(rows), 1000)
         self.assertEqual(not_roce, [], "every packet decodes as RoCEv2")
