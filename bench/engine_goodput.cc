@@ -137,8 +137,8 @@ int main(int argc, char** argv) {
   const auto& q = r->requester.at(0);
   std::printf(
       "{\"datagram_bytes\": %zu, \"raw_udp_gbps\": %.4f, \"engine_gbps\": %.4f, \"ratio\": %.4f, "
-      "\"engine_messages\": %llu, \"retransmitted\": %llu, \"send_errors\": %llu}\n",
+      "\"engine_messages\": %llu, \"retransmitted\": %llu, \"send_blocked\": %llu}\n",
       datagram, raw / 1e9, r->avg_bps / 1e9, r->avg_bps / raw, (unsigned long long)r->messages,
-      (unsigned long long)q.rc.retransmitted, (unsigned long long)r->from_stats.send_errors);
+      (unsigned long long)q.rc.retransmitted, (unsigned long long)r->from_stats.send_blocked);
   return 0;
 }

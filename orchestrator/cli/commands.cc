@@ -165,6 +165,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     return rep.exit_code;
   }
   for (const auto& n : rep.notes) spdlog::warn("{}", n);
+  if (!rep.table.empty()) std::cout << rep.table;
   if (!rep.assertions.empty()) {
     std::cout << "assertions\n";
     for (const auto& a : rep.assertions) {
@@ -464,7 +465,7 @@ ordered_json qp_json(const engine::QpReport& q) {
 ordered_json endpoint_json(const engine::EndpointStats& e) {
   return {{"rx_packets", e.rx_packets}, {"bad_icrc", e.bad_icrc}, {"malformed", e.malformed},
           {"unknown_qp", e.unknown_qp}, {"ce_marked", e.ce_marked}, {"cnp_sent", e.cnp_sent},
-          {"cnp_received", e.cnp_received}, {"send_errors", e.send_errors}};
+          {"cnp_received", e.cnp_received}, {"send_blocked", e.send_blocked}};
 }
 
 int cmd_perf(const po::variables_map& vm, const Globals& g) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <deque>
 
 namespace rocelab::engine {
 namespace {
@@ -96,6 +97,9 @@ struct Engine::Qp {
   // Pacing error: data sent against rate × time while the QP had data ready in its window.
   Nanos last_turn = 0;
   bool backlogged = false;  // had data ready and only its own pacer held it back
+  // Packets the socket refused (the host's queue is full while its NIC is paused): they wait
+  // here and go first, as an RNIC's send queue stalls; nothing is dropped.
+  std::deque<std::pair<std::vector<uint8_t>, bool>> held;  // (bytes, is CNP)
   double allowed_bytes = 0;
   uint64_t paced_bytes = 0, data_wire_bytes = 0;
 };
@@ -204,11 +208,13 @@ void Engine::transmit(Qp& q, Nanos now) {
   static thread_local std::vector<std::vector<uint8_t>> out(kBatch);
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
+  bool is_cnp[kBatch];
   alignas(cmsghdr) char ctrl[kBatch][CMSG_SPACE(sizeof(int))];
   sockaddr_in to = sock_addr(q.flow.dst, kRoceUdpPort);
   size_t n = 0, data = 0;
   auto add = [&](bool cnp) {
     std::memset(&msgs[n], 0, sizeof msgs[n]);
+    is_cnp[n] = cnp;
     iov[n] = {out[n].data(), out[n].size()};
     msgs[n].msg_hdr.msg_name = &to;
     msgs[n].msg_hdr.msg_namelen = sizeof to;
@@ -226,6 +232,33 @@ void Engine::transmit(Qp& q, Nanos now) {
     }
     ++n;
   };
+  auto send_batch = [&]() {
+    size_t done = 0;
+    while (done < n) {
+      const int k = sendmmsg(q.tx.get(), msgs + done, unsigned(n - done), MSG_DONTWAIT);
+      if (k <= 0) break;
+      done += size_t(k);
+    }
+    for (size_t i = done; i < n; ++i) q.held.emplace_back(out[i], is_cnp[i]);
+    if (done < n) ++endpoints_[q.ep]->stats.send_blocked;
+    n = 0;
+  };
+  if (!q.held.empty()) {
+    const size_t held = std::min(q.held.size(), kBatch);
+    for (size_t i = 0; i < held; ++i) {
+      out[n] = std::move(q.held[i].first);
+      add(q.held[i].second);
+    }
+    q.held.erase(q.held.begin(), q.held.begin() + long(held));
+    const size_t before = q.held.size();
+    send_batch();
+    if (q.held.size() > before) {  // still blocked: what came back goes first next time
+      std::rotate(q.held.begin(), q.held.begin() + long(before), q.held.end());
+      q.backlogged = false;
+      return;
+    }
+    if (!q.held.empty()) return;
+  }
   if (q.cnp_due) {
     Bth b;
     b.opcode = Opcode::kCnp;
@@ -264,22 +297,14 @@ void Engine::transmit(Qp& q, Nanos now) {
   // The pacing error counts only time when this QP's own rate was the limit: not the window
   // (waiting for ACKs), not the NIC (other QPs using the line).
   q.backlogged = q.rc.data_ready() && !nic_limited && ep.next_at <= q.next_at;
-  size_t done = 0;
-  while (done < n) {
-    const int k = sendmmsg(q.tx.get(), msgs + done, unsigned(n - done), MSG_DONTWAIT);
-    if (k <= 0) {
-      // The host's own queue is full: what did not leave is recovered by NAK or timeout.
-      endpoints_[q.ep]->stats.send_errors += n - done;
-      break;
-    }
-    done += size_t(k);
-  }
+  send_batch();
 }
 
 Nanos Engine::next_due(Nanos now) const {
   Nanos due = now + kMaxSleep;
   for (const auto& q : qps_) {
     if (q->cnp_due || q->rc.response_pending()) return now;
+    if (!q->held.empty()) due = std::min(due, now + 100'000);  // the socket was full: retry soon
     if (q->rc.data_ready()) due = std::min(due, std::max(q->next_at, endpoints_[q->ep]->next_at));
     due = std::min(due, q->rc.next_timer());
   }

@@ -29,7 +29,8 @@ struct EndpointSpec {
 
 struct EndpointStats {
   uint64_t rx_packets = 0, rx_bytes = 0, bad_icrc = 0, malformed = 0, unknown_qp = 0;
-  uint64_t ce_marked = 0, cnp_sent = 0, cnp_received = 0, send_errors = 0;
+  uint64_t ce_marked = 0, cnp_sent = 0, cnp_received = 0;
+  uint64_t send_blocked = 0;  // batches the host's full queue held back (sent later, never lost)
 };
 
 struct QpReport {

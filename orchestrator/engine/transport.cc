@@ -211,6 +211,8 @@ void RcQp::responder_rx(const Packet& p) {
       ++stats_.messages_received;
     }
   }
+  stats_.delivered_bytes += p.payload.size();
+  stats_.delivered_crc = crc32_update(stats_.delivered_crc, p.payload);
   ++epsn_;
   nak_sent_for_epsn_ = false;
   if (ends) msn_ = (msn_ + 1) & kPsnMask;

@@ -45,6 +45,8 @@ struct RcStats {
   uint64_t naks_sent = 0, naks_received = 0, acks_sent = 0, acks_received = 0;
   uint64_t rx_packets = 0, duplicates = 0, out_of_sequence = 0, invalid = 0;
   uint64_t messages_received = 0;
+  uint64_t delivered_bytes = 0;  // payload applied in order (SEND and WRITE)
+  uint32_t delivered_crc = 0;    // CRC-32 of that payload stream: an end-to-end digest
 };
 
 class RcQp {

@@ -34,6 +34,8 @@ uint32_t icrc_over(std::span<const uint8_t> ip_udp, std::span<const uint8_t> roc
 
 }  // namespace
 
+uint32_t crc32_update(uint32_t c, std::span<const uint8_t> b) { return crc(c, b.data(), b.size()); }
+
 bool has_reth(Opcode op) {
   return op == Opcode::kWriteFirst || op == Opcode::kWriteOnly || op == Opcode::kWriteOnlyImm ||
          op == Opcode::kReadRequest;

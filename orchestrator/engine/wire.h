@@ -103,6 +103,9 @@ struct Flow {
   uint16_t sport = 0, dport = kRoceUdpPort;
 };
 
+// zlib's CRC-32, continued from `crc` (0 to start): also the end-to-end digest of payloads.
+uint32_t crc32_update(uint32_t crc, std::span<const uint8_t> bytes);
+
 // zlib crc32 over the masked pseudo packet (DESIGN.md §2), as the value whose
 // least-significant byte goes on the wire first.
 uint32_t icrc_ipv4_packet(std::span<const uint8_t> ip_packet_without_icrc);

@@ -50,6 +50,27 @@ const std::vector<MetricInfo>& metric_registry() {
        "(source NIC, destination NIC) pairs of different hosts that the topology connects"},
       {"reachable_pairs", MetricKind::kScalar, "count", {}, "of host_pairs, those the connectivity check reached"},
       {"unreachable_pairs", MetricKind::kScalar, "count", {}, "host_pairs - reachable_pairs"},
+      // Workloads on the built-in engine, in physical units (emulated x D for rates, / D for times).
+      {"flow_goodput", MetricKind::kSeries, "bit/s", {"workload", "from", "to"},
+       "a flow's acknowledged message bytes over its completion time"},
+      {"flow_fct", MetricKind::kSeries, "s", {"workload", "from", "to"}, "flow completion time"},
+      {"flow_slowdown", MetricKind::kSeries, "ratio", {"workload", "from", "to"},
+       "FCT over the ideal: the same wire bytes at the slower NIC's line rate"},
+      {"flow_retransmits", MetricKind::kCounter, "count", {"workload", "from", "to"}, "packets a flow sent again"},
+      {"workload_goodput", MetricKind::kSeries, "bit/s", {"workload"}, "the workload's flows' goodput, summed"},
+      {"algbw", MetricKind::kSeries, "bit/s", {"workload"}, "collectives: message size / operation time (nccl-tests)"},
+      {"busbw", MetricKind::kSeries, "bit/s", {"workload"},
+       "collectives: algbw x 2(n-1)/n (all-reduce) or (n-1)/n (all-to-all), as nccl-tests"},
+      {"iteration_time", MetricKind::kSeries, "s", {"workload"}, "collectives: mean time of one operation"},
+      {"jct", MetricKind::kSeries, "s", {"workload"}, "job completion time: start to the last completion"},
+      {"latency_p50", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency (RTT / 2), median"},
+      {"latency_p99", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency, 99th percentile"},
+      {"retransmits", MetricKind::kScalar, "count", {}, "packets the engine sent again, all QPs"},
+      {"cnp_sent", MetricKind::kScalar, "count", {}, "CNPs the engine's notification points sent"},
+      {"cnp_received", MetricKind::kScalar, "count", {}, "CNPs the engine's reaction points received"},
+      {"bad_icrc", MetricKind::kScalar, "count", {}, "RoCEv2 packets the engine dropped for a bad ICRC"},
+      {"digest_errors", MetricKind::kScalar, "count", {},
+       "flows whose responder-side CRC of delivered payload differs from what was sent (must be 0)"},
   };
   return kMetrics;
 }

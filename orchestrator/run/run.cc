@@ -9,6 +9,7 @@
 #include "fabric/realiser.h"
 #include "fabric/stats.h"
 #include "run/resolved.h"
+#include "run/workloads.h"
 #include "sys/host_info.h"
 
 namespace rocelab::run {
@@ -91,16 +92,18 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
   ordered_json phases = ordered_json::array();
   phases.push_back({{"name", "validate"}, {"status", "done"}});
   std::string blocker;
-  if (!s.workloads.empty()) blocker = "the scenario has workloads, and the RoCEv2 engine that runs them is not built yet";
-  else if (!s.faults.empty()) blocker = "the scenario has faults, and the fault timeline is not built yet";
+  if (!s.faults.empty()) blocker = "the scenario has faults, and the fault timeline is not built yet";
   else if (!s.capture.ports.empty()) blocker = "the scenario asks for packet capture, which is not built yet";
 
   model::MetricSet metrics = topology_metrics(s);
   auto scalar = [&](const char* name, double v) { metrics[name] = model::MetricValue{model::MetricKind::kScalar, v, {}}; };
   std::string invalid;  // why the run cannot be trusted (exit 2)
+  ordered_json workloads_out;
   if (opts.model_only) {
     const std::string note = "--model-only: no fabric was made; only the model's metrics exist";
     rep.notes.push_back(note);
+    if (!s.workloads.empty())
+      rep.notes.push_back("--model-only: the scenario's workloads did not run (they need the fabric)");
     phases.push_back({{"name", "up"}, {"status", "skipped"}, {"why", note}});
   } else if (blocker.empty()) {
     fabric::UpOptions uo;
@@ -129,6 +132,23 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
         }
       } else {
         invalid = "connectivity check could not run: " + why;
+      }
+      if (!s.workloads.empty() && blocker.empty()) {
+        workload::RunnerOptions ro;
+        ro.progress = [](const std::string& l) { spdlog::info("workloads: {}", l); };
+        ro.cancel = opts.cancel;
+        events.add("phase", {{"name", "workloads"}, {"status", "started"}});
+        if (auto wr = workload::run_workloads(s, f->plan(), ro, why)) {
+          add_workload_metrics(metrics, *wr, s.scale);
+          workloads_out = workloads_json(*wr, s.scale);
+          rep.table = workloads_table(*wr, s.scale);
+          phases.push_back({{"name", "workloads"}, {"status", "done"}, {"seconds", wr->seconds}});
+          events.add("phase", {{"name", "workloads"}, {"status", "done"}, {"seconds", wr->seconds}});
+          if (!wr->invalid.empty() && invalid.empty()) invalid = wr->invalid;
+        } else {
+          blocker = "workloads: " + why;
+          phases.push_back({{"name", "workloads"}, {"status", "failed"}, {"why", why}});
+        }
       }
       std::vector<fabric::NodeRef> refs;
       for (size_t x = 0; x < f->plan().nodes.size(); ++x)
@@ -186,7 +206,7 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
       blocker = "up: " + blocker;
     }
   }
-  phases.push_back({{"name", "workloads"}, {"status", s.workloads.empty() ? "none" : "not built"}});
+  if (s.workloads.empty()) phases.push_back({{"name", "workloads"}, {"status", "none"}});
   phases.push_back({{"name", "faults"}, {"status", s.faults.empty() ? "none" : "not built"}});
 
   const auto finished = std::chrono::system_clock::now();
@@ -237,6 +257,7 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
   res["phases"] = phases;
   res["notes"] = rep.notes;
   res["metrics"] = metrics_json(metrics);
+  if (!workloads_out.is_null()) res["workloads"] = workloads_out;
   res["assertions"] = assertions_json(rep.assertions);
   res["outcome"] = rep.outcome;
   res["exit_code"] = rep.exit_code;

@@ -27,6 +27,7 @@ struct RunReport {
   std::vector<std::string> notes;  // what this run did not do, and why
   std::vector<AssertionOutcome> assertions;
   double seconds = 0;
+  std::string table;  // the workloads' results, for the terminal
 };
 
 RunReport run_scenario(const model::Scenario& s, const RunOptions& opts);

@@ -29,7 +29,9 @@ std::optional<Where> find_host(const fabric::KernelPlan& plan, const std::string
   return why = "no node '" + node + "' in the scenario", std::nullopt;
 }
 
-std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
+}  // namespace
+
+std::vector<uint8_t> message_pattern(size_t n, uint64_t seed) {
   std::vector<uint8_t> v(n);
   std::mt19937_64 g(seed);
   for (size_t i = 0; i < n; i += 8) {
@@ -38,8 +40,6 @@ std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
   }
   return v;
 }
-
-}  // namespace
 
 uint32_t ib_mtu_for(uint32_t netdev_mtu) {
   const uint32_t room = netdev_mtu > 60 ? netdev_mtu - 60 : 0;
@@ -113,7 +113,7 @@ std::optional<PerfResult> run_perf(const model::Scenario& s, const fabric::Kerne
     resp.push_back(*y);
   }
 
-  const auto shared = std::make_shared<const std::vector<uint8_t>>(pattern(o.size, s.seed));
+  const auto shared = std::make_shared<const std::vector<uint8_t>>(message_pattern(o.size, s.seed));
   const auto& data = *shared;
   const engine::Nanos t0 = clock.now();
   const bool timed = o.seconds > 0;

@@ -40,6 +40,9 @@ struct PerfResult {
   uint64_t verified_bytes = 0;  // responder memory / messages checked against what was sent
 };
 
+// Deterministic message bytes from a seed: what every workload posts (and checks).
+std::vector<uint8_t> message_pattern(size_t n, uint64_t seed);
+
 // IB MTU class (256..4096) for a netdev MTU: RoCEv2 headers take 20 + 8 + 12 + 16 + 4 bytes.
 uint32_t ib_mtu_for(uint32_t netdev_mtu);
 

@@ -127,11 +127,16 @@ TEST(Run, RefusesANonEmptyRunDirectory) {
   EXPECT_EQ(slurp(t.path / "keep"), "x");
 }
 
-TEST(Run, WorkloadsBeforeTheirEngineExistIsAnEnvironmentError) {
+TEST(Run, ModelOnlySkipsWorkloadsAndLeavesTheirAssertionsUndecided) {
   TempDir t;
   auto s = rocelab::testing::must_load(std::string(kFabric) +
-                              "workloads:\n  - {name: bw, type: write_bw, from: host1, to: host3}\n");
+                                       "workloads:\n  - {name: bw, type: write_bw, from: host1, to: host3}\n"
+                                       "expect:\n  - min(flow_goodput) > 1G\n");
   auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string(), .model_only = true});
-  EXPECT_EQ(rep.exit_code, run::kExitEnvironment);
-  EXPECT_NE(rep.error.find("not built yet"), std::string::npos) << rep.error;
+  EXPECT_EQ(rep.exit_code, run::kExitAssertion);
+  ASSERT_EQ(rep.assertions.size(), 1u);
+  EXPECT_EQ(rep.assertions[0].eval.outcome, model::Evaluation::Outcome::kError);
+  bool noted = false;
+  for (const auto& n : rep.notes) noted = noted || n.find("workloads") != std::string::npos;
+  EXPECT_TRUE(noted) << "the run says its workloads did not run";
 }

@@ -1,0 +1,149 @@
+#include "run/workloads.h"
+
+#include <cstdio>
+
+#include "model/units.h"
+
+namespace rocelab::run {
+
+using model::MetricKind;
+using model::MetricValue;
+using model::Sample;
+using nlohmann::ordered_json;
+
+void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, const model::TimeScale& scale) {
+  const double d = scale.factor();
+  auto series = [&](const char* name) -> MetricValue& {
+    auto& v = m[name];
+    v.kind = MetricKind::kSeries;
+    return v;
+  };
+  auto& fg = series("flow_goodput");
+  auto& ff = series("flow_fct");
+  auto& fs = series("flow_slowdown");
+  auto& fr = m["flow_retransmits"];
+  fr.kind = MetricKind::kCounter;
+  double digest_errors = 0;
+  for (const auto& f : r.flows) {
+    const std::map<std::string, std::string> l{{"workload", f.workload}, {"from", f.from}, {"to", f.to}};
+    fg.samples.push_back(Sample{l, f.goodput_bps * d});
+    ff.samples.push_back(Sample{l, f.fct_s / d});
+    fs.samples.push_back(Sample{l, f.slowdown});
+    fr.samples.push_back(Sample{l, double(f.retransmitted)});
+    digest_errors += f.digest_ok ? 0 : 1;
+  }
+  auto& wg = series("workload_goodput");
+  auto& ab = series("algbw");
+  auto& bb = series("busbw");
+  auto& it = series("iteration_time");
+  auto& jc = series("jct");
+  auto& l50 = series("latency_p50");
+  auto& l99 = series("latency_p99");
+  for (const auto& w : r.workloads) {
+    const std::map<std::string, std::string> l{{"workload", w.name}};
+    jc.samples.push_back(Sample{l, w.jct_s / d});
+    if (w.type == "allreduce" || w.type == "alltoall") {
+      ab.samples.push_back(Sample{l, w.algbw_bps * d});
+      bb.samples.push_back(Sample{l, w.busbw_bps * d});
+      it.samples.push_back(Sample{l, w.iteration_s / d});
+    } else if (w.type == "latency") {
+      l50.samples.push_back(Sample{l, w.latency_p50_s / d});
+      l99.samples.push_back(Sample{l, w.latency_p99_s / d});
+    } else {
+      wg.samples.push_back(Sample{l, w.goodput_bps * d});
+    }
+  }
+  m["retransmits"] = MetricValue{MetricKind::kScalar, double(r.retransmitted), {}};
+  m["cnp_sent"] = MetricValue{MetricKind::kScalar, double(r.cnp_sent), {}};
+  m["cnp_received"] = MetricValue{MetricKind::kScalar, double(r.cnp_received), {}};
+  m["bad_icrc"] = MetricValue{MetricKind::kScalar, double(r.bad_icrc), {}};
+  m["digest_errors"] = MetricValue{MetricKind::kScalar, digest_errors, {}};
+}
+
+ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeScale& scale) {
+  const double d = scale.factor();
+  ordered_json flows = ordered_json::array();
+  for (const auto& f : r.flows) {
+    ordered_json trace = ordered_json::array();
+    for (const auto& [t, rate] : f.rate_trace) trace.push_back({t / d, rate * d});
+    flows.push_back({{"workload", f.workload}, {"from", f.from}, {"to", f.to}, {"qps", f.qps}, {"bytes", f.bytes},
+                     {"start_s", f.start_s / d}, {"fct_s", f.fct_s / d}, {"ideal_fct_s", f.ideal_s / d},
+                     {"fct_slowdown", f.slowdown}, {"goodput_bps", f.goodput_bps * d},
+                     {"retransmitted", f.retransmitted}, {"timeouts", f.timeouts}, {"cnp_received", f.cnp_received},
+                     {"digest_ok", f.digest_ok}, {"rate_trace", {{"columns", {"t_s", "rate_bps"}}, {"rows", trace}}}});
+  }
+  ordered_json wls = ordered_json::array();
+  for (const auto& w : r.workloads) {
+    ordered_json j{{"name", w.name}, {"type", w.type}, {"hosts", w.hosts}, {"message_bytes", w.message},
+                   {"iterations", w.iterations}, {"jct_s", w.jct_s / d}};
+    if (w.type == "allreduce" || w.type == "alltoall") {
+      j["iteration_s"] = w.iteration_s / d;
+      j["algbw_GBps"] = w.algbw_bps * d / 8e9;
+      j["busbw_GBps"] = w.busbw_bps * d / 8e9;
+    } else if (w.type == "latency") {
+      j["latency_one_way_s"] = {{"p50", w.latency_p50_s / d}, {"p99", w.latency_p99_s / d}, {"avg", w.latency_avg_s / d}};
+    } else {
+      j["goodput_bps"] = w.goodput_bps * d;
+    }
+    wls.push_back(j);
+  }
+  return {{"units", "physical (emulated rates x D, emulated times / D)"},
+          {"engine", {{"retransmitted", r.retransmitted}, {"cnp_sent", r.cnp_sent}, {"cnp_received", r.cnp_received},
+                      {"ce_marked", r.ce_marked}, {"bad_icrc", r.bad_icrc},
+                      {"worst_pacing_error", r.worst_pacing_error}, {"wall_seconds", r.seconds}}},
+          {"workloads", wls},
+          {"flows", flows}};
+}
+
+std::string workloads_table(const workload::WorkloadRun& r, const model::TimeScale& scale) {
+  const double d = scale.factor();
+  std::string out;
+  char line[512];
+  for (const auto& w : r.workloads) {
+    if (w.type == "allreduce" || w.type == "alltoall") {
+      std::snprintf(line, sizeof line,
+                    "%s (%s, %zu ranks)\n#       size    count   type   redop    time   algbw   busbw\n"
+                    "#        (B) (elements)                 (us)  (GB/s)  (GB/s)\n"
+                    "%12llu %10llu  uint8    %s %9.1f %7.2f %7.2f\n",
+                    w.name.c_str(), w.type.c_str(), w.hosts, (unsigned long long)w.message,
+                    (unsigned long long)w.message, w.type == "allreduce" ? " sum" : "none", w.iteration_s / d * 1e6,
+                    w.algbw_bps * d / 8e9, w.busbw_bps * d / 8e9);
+      out += line;
+    } else if (w.type == "latency") {
+      std::snprintf(line, sizeof line,
+                    "%s (latency, one way)\n #bytes  #iterations  t_typical[usec]  t_99%%[usec]  t_avg[usec]\n"
+                    " %-7llu %-12d %-16.3f %-12.3f %.3f\n"
+                    " (emulated: %.1f / %.1f / %.1f usec; the emulation's software floor, tens of usec, is\n"
+                    "  not scaled by D, so physical latency below that floor / D means nothing)\n",
+                    w.name.c_str(), (unsigned long long)w.message, w.iterations, w.latency_p50_s / d * 1e6,
+                    w.latency_p99_s / d * 1e6, w.latency_avg_s / d * 1e6, w.latency_p50_s * 1e6,
+                    w.latency_p99_s * 1e6, w.latency_avg_s * 1e6);
+      out += line;
+    } else {
+      std::snprintf(line, sizeof line, "%s (%s): %s total, job %.3f ms\n", w.name.c_str(), w.type.c_str(),
+                    model::human_rate(w.goodput_bps * d).c_str(), w.jct_s / d * 1e3);
+      out += line;
+    }
+  }
+  out += " flow                          goodput       FCT      slowdown  retrans  CNPs  digest\n";
+  size_t shown = 0;
+  for (const auto& f : r.flows) {
+    if (++shown > 40) {
+      out += " ... (" + std::to_string(r.flows.size() - 40) + " more in results.json)\n";
+      break;
+    }
+    const std::string name = f.workload + " " + f.from + ">" + f.to;
+    std::snprintf(line, sizeof line, " %-28s %12s %9.3f ms %7.2f %8llu %5llu  %s\n", name.substr(0, 28).c_str(),
+                  model::human_rate(f.goodput_bps * d).c_str(), f.fct_s / d * 1e3, f.slowdown,
+                  (unsigned long long)f.retransmitted, (unsigned long long)f.cnp_received, f.digest_ok ? "ok" : "BAD");
+    out += line;
+  }
+  std::snprintf(line, sizeof line,
+                "engine: %llu retransmitted, %llu CNPs sent, %llu received, %llu bad ICRC; figures physical (D = %g)\n",
+                (unsigned long long)r.retransmitted, (unsigned long long)r.cnp_sent,
+                (unsigned long long)r.cnp_received, (unsigned long long)r.bad_icrc, d);
+  out += line;
+  return out;
+}
+
+}  // namespace rocelab::run

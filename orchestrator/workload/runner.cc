@@ -1,0 +1,472 @@
+#include "workload/runner.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+
+#include "engine/engine.h"
+#include "engine/wire.h"
+#include "workload/perf.h"
+
+namespace rocelab::workload {
+namespace {
+
+using engine::Nanos;
+using Buffer = engine::RcQp::Buffer;
+
+constexpr uint32_t kTxDepth = 16;           // messages in flight per QP (point to point)
+constexpr Nanos kTraceEvery = 10'000'000;   // rate trace sample period, emulated
+constexpr size_t kTraceMax = 2000;
+constexpr uint64_t kBaseVa = 0x10000000;
+
+struct Qpair {
+  size_t req = 0, resp = 0;  // engine QP ids
+  uint64_t posted = 0, completed = 0, errors = 0;
+  uint64_t bytes_posted = 0;
+  uint32_t expect_crc = 0;  // CRC-32 of every payload byte posted, in order
+};
+
+struct Flow {
+  size_t workload = 0, src = 0, dst = 0;  // node indices
+  std::vector<Qpair> qps;
+  uint64_t message = 0;       // bytes per message on each QP
+  uint64_t per_qp = 0;        // messages per QP (point to point)
+  Nanos started = -1, finished = -1;
+  FlowResult r;
+};
+
+struct Job {
+  const model::Workload* w = nullptr;
+  size_t index = 0;
+  std::vector<size_t> flows;
+  Nanos start = 0;          // emulated, from t0
+  bool started = false, done = false;
+  // Collectives and all-to-all run in lock step: every flow posts one round, all finish,
+  // then the next. rounds = steps × iterations.
+  bool lockstep = false;
+  uint64_t rounds = 0, round = 0;
+  Nanos round_started = 0, op_started = 0;
+  std::vector<double> op_seconds;
+  uint64_t steps_per_op = 1;
+  // Latency ping-pong
+  bool pingpong = false;
+  uint64_t pongs = 0;
+  Nanos ping_at = 0;
+  bool ping_out = false;
+  std::vector<double> rtts;
+  Nanos finished = 0;
+};
+
+uint64_t wire_bytes(uint64_t message, uint32_t mtu) {
+  const uint64_t packets = std::max<uint64_t>(1, (message + mtu - 1) / mtu);
+  uint64_t total = 0;
+  for (uint64_t k = 0; k < packets; ++k) {
+    const uint64_t len = std::min<uint64_t>(mtu, message - std::min(message, k * mtu));
+    const auto op = k == 0 ? engine::Opcode::kWriteFirst : engine::Opcode::kWriteMiddle;  // RETH on the first
+    total += engine::wire_size(op, len) + 42;
+  }
+  return total;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, size_t(std::ceil(q / 100 * double(v.size()))) - (q > 0 ? 1 : 0));
+  return v[i];
+}
+
+}  // namespace
+
+std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts) {
+  std::vector<size_t> order = hosts;
+  auto leaf = [&](size_t n) { return plan.nodes[n].ports.empty() ? SIZE_MAX : plan.nodes[n].ports[0].peer_node; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return leaf(a) < leaf(b); });
+  return order;
+}
+
+std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric::KernelPlan& plan,
+                                         const RunnerOptions& o, std::string& why) {
+  auto preset = engine::DcqcnParams::preset_named(s.hosts.dcqcn);
+  if (!preset) return why = "unknown DCQCN preset " + s.hosts.dcqcn, std::nullopt;
+  engine::MonotonicClock clock;
+  engine::Engine eng(preset->with(s.hosts.dcqcn_set).emulated(s.scale), clock);
+
+  auto node_of = [&](const std::string& name) -> size_t {
+    for (size_t i = 0; i < plan.nodes.size(); ++i)
+      if (plan.nodes[i].node == name) return i;
+    return SIZE_MAX;
+  };
+  std::vector<size_t> all_hosts;
+  for (size_t i = 0; i < plan.nodes.size(); ++i)
+    if (plan.nodes[i].host && !plan.nodes[i].ports.empty()) all_hosts.push_back(i);
+
+  // One endpoint per host that takes part (its first NIC), one memory region per endpoint.
+  std::map<size_t, size_t> endpoint;
+  std::map<size_t, uint32_t> next_qpn;
+  std::map<size_t, std::unique_ptr<std::vector<uint8_t>>> memory;
+  std::map<size_t, uint64_t> memory_need;
+  auto ensure_endpoint = [&](size_t node) -> bool {
+    if (endpoint.count(node)) return true;
+    const auto& n = plan.nodes[node];
+    const auto& p = n.ports[0];
+    auto ep = eng.add_endpoint({n.node + ":" + p.ifname, n.netns, p.addr, double(p.rate_bps)}, why);
+    if (!ep) return false;
+    endpoint[node] = *ep;
+    next_qpn[node] = 0x100;
+    return true;
+  };
+  auto line = [&](size_t node) { return double(plan.nodes[node].ports[0].rate_bps); };
+  auto mtu_between = [&](size_t a, size_t b) {
+    return ib_mtu_for(std::min(plan.nodes[a].ports[0].mtu, plan.nodes[b].ports[0].mtu));
+  };
+
+  std::vector<Flow> flows;
+  std::vector<Job> jobs;
+  std::map<uint64_t, Buffer> patterns;  // by size
+  auto pattern_of = [&](uint64_t size) {
+    auto& b = patterns[size];
+    if (!b) b = std::make_shared<const std::vector<uint8_t>>(message_pattern(size, s.seed ^ size));
+    return b;
+  };
+  std::mt19937_64 rng(s.seed ^ 0x776f726bull);
+
+  auto add_flow = [&](size_t job, size_t src, size_t dst, uint64_t message, uint64_t per_qp, int qps) -> bool {
+    if (!ensure_endpoint(src) || !ensure_endpoint(dst)) return false;
+    Flow f;
+    f.workload = job;
+    f.src = src;
+    f.dst = dst;
+    f.message = message;
+    f.per_qp = per_qp;
+    engine::RcConfig rc;
+    rc.mtu = mtu_between(src, dst);
+    rc.window = 256;
+    rc.ack_req_every = 64;
+    const double window_ns = double(rc.window) * (rc.mtu + 100) * 8e9 / std::min(line(src), line(dst));
+    rc.rto = std::clamp<Nanos>(std::max(s.scale.emulate(model::Duration{131'072}).ns, Nanos(4 * window_ns)),
+                               5'000'000, 2'000'000'000);
+    for (int q = 0; q < qps; ++q) {
+      const uint32_t qa = next_qpn[src]++, qb = next_qpn[dst]++;
+      const uint32_t pa = uint32_t(rng()) & engine::kPsnMask, pb = uint32_t(rng()) & engine::kPsnMask;
+      const auto& A = plan.nodes[src].ports[0];
+      const auto& B = plan.nodes[dst].ports[0];
+      auto x = eng.add_qp(endpoint[src], qa, B.addr, qb, engine::qp_source_port(s.seed, uint32_t(src), qa), pa, pb,
+                          rc, why);
+      if (!x) return false;
+      auto y = eng.add_qp(endpoint[dst], qb, A.addr, qa, engine::qp_source_port(s.seed, uint32_t(dst), qb), pb, pa,
+                          rc, why);
+      if (!y) return false;
+      f.qps.push_back({*x, *y});
+    }
+    memory_need[dst] = std::max(memory_need[dst], message);
+    f.r.workload = jobs[job].w->name;
+    f.r.from = plan.nodes[src].node;
+    f.r.to = plan.nodes[dst].node;
+    f.r.qps = qps;
+    flows.push_back(std::move(f));
+    jobs[job].flows.push_back(flows.size() - 1);
+    return true;
+  };
+
+  for (const auto& w : s.workloads) {
+    Job j;
+    j.w = &w;
+    j.index = jobs.size();
+    j.start = s.scale.emulate(w.start).ns;
+    jobs.push_back(j);
+    const size_t ji = jobs.size() - 1;
+    std::vector<size_t> hosts;
+    for (const auto& h : w.hosts) hosts.push_back(node_of(h));
+    if (hosts.empty()) hosts = all_hosts;
+    const uint64_t msg = w.message.n;
+    const uint64_t iters = uint64_t(w.iterations);
+    bool ok = true;
+    if (w.type == "write_bw") {
+      ok = add_flow(ji, node_of(w.from), node_of(w.to), msg, iters, w.qps);
+    } else if (w.type == "latency") {
+      jobs[ji].pingpong = true;
+      ok = add_flow(ji, node_of(w.from), node_of(w.to), msg, iters, 1);
+    } else if (w.type == "incast") {
+      const size_t dst = node_of(w.to);
+      for (size_t h : hosts)
+        if (h != dst && ok) ok = add_flow(ji, h, dst, msg, iters, w.qps);
+    } else if (w.type == "permutation") {
+      // A seeded derangement: every host sends to one other, every host receives from one.
+      std::vector<size_t> perm = hosts;
+      do std::shuffle(perm.begin(), perm.end(), rng);
+      while ([&] {
+        for (size_t i = 0; i < hosts.size(); ++i)
+          if (perm[i] == hosts[i]) return true;
+        return false;
+      }());
+      for (size_t i = 0; i < hosts.size() && ok; ++i) ok = add_flow(ji, hosts[i], perm[i], msg, iters, w.qps);
+    } else if (w.type == "alltoall") {
+      // nccl-tests alltoall: each rank sends size / N to every other rank, per operation.
+      const uint64_t part = std::max<uint64_t>(1, msg / hosts.size());
+      jobs[ji].lockstep = true;
+      jobs[ji].steps_per_op = 1;
+      jobs[ji].rounds = iters;
+      for (size_t a : hosts)
+        for (size_t b : hosts)
+          if (a != b && ok) ok = add_flow(ji, a, b, std::max<uint64_t>(1, part / uint64_t(w.qps)), 1, w.qps);
+    } else if (w.type == "allreduce") {
+      // Ring: 2(N-1) steps, each moving size / N to the successor, each waiting for the slowest.
+      const auto ring = ring_order(plan, hosts);
+      const uint64_t chunk = std::max<uint64_t>(1, msg / ring.size());
+      jobs[ji].lockstep = true;
+      jobs[ji].steps_per_op = 2 * (ring.size() - 1);
+      jobs[ji].rounds = jobs[ji].steps_per_op * iters;
+      for (size_t i = 0; i < ring.size() && ok; ++i)
+        ok = add_flow(ji, ring[i], ring[(i + 1) % ring.size()], std::max<uint64_t>(1, chunk / uint64_t(w.qps)), 1,
+                      w.qps);
+    }
+    if (!ok) return std::nullopt;
+  }
+  // Responder memory: one region per host, as large as the largest message it receives.
+  for (auto& [node, need] : memory_need) {
+    memory[node] = std::make_unique<std::vector<uint8_t>>(need);
+    for (auto& f : flows)
+      if (f.dst == node)
+        for (auto& q : f.qps) eng.qp(q.resp).register_memory(0x1000 + uint32_t(node), kBaseVa, *memory[node]);
+  }
+
+  auto post = [&](Flow& f, Qpair& q) {
+    auto buf = pattern_of(f.message);
+    auto& rq = eng.qp(q.req);
+    rq.post_write(buf, kBaseVa, 0x1000 + uint32_t(f.dst));
+    ++q.posted;
+    q.bytes_posted += f.message;
+    q.expect_crc = q.expect_crc == 0 && q.posted == 1
+                       ? engine::crc32_update(0, *buf)
+                       : uint32_t(crc32_combine(q.expect_crc, engine::crc32_update(0, *buf), z_off_t(f.message)));
+  };
+
+  WorkloadRun out;
+  const Nanos t0 = clock.now();
+  uint64_t total_bytes = 0;
+  double slowest = 1e300;
+  Nanos last_start = 0;
+  for (const auto& f : flows) {
+    total_bytes += f.message * std::max<uint64_t>(f.per_qp, 1) * f.qps.size();
+    slowest = std::min(slowest, std::min(line(f.src), line(f.dst)));
+  }
+  for (const auto& j : jobs) {
+    last_start = std::max(last_start, j.start);
+    if (j.lockstep) total_bytes += 0;  // counted per round below
+  }
+  uint64_t lock_bytes = 0;
+  for (const auto& j : jobs)
+    if (j.lockstep)
+      for (size_t fi : j.flows) lock_bytes += flows[fi].message * flows[fi].qps.size() * j.rounds;
+  total_bytes += lock_bytes;
+  // Everything through the slowest NIC, four times over, plus the last start and slack.
+  const Nanos deadline = t0 + last_start + Nanos(double(total_bytes) * 8 / slowest * 4e9) + 30'000'000'000;
+  Nanos next_trace = t0, next_progress = t0 + 1'000'000'000;
+  uint64_t done_bytes = 0;
+
+  auto step = [&]() {
+    const Nanos now = clock.now();
+    if (o.cancel && o.cancel->load()) return true;
+    bool all_done = true;
+    for (auto& j : jobs) {
+      if (j.done) continue;
+      all_done = false;
+      if (!j.started) {
+        if (now - t0 < j.start) continue;
+        j.started = true;
+        j.op_started = j.round_started = now;
+        for (size_t fi : j.flows) flows[fi].started = now;
+      }
+      // Collect completions.
+      for (size_t fi : j.flows) {
+        Flow& f = flows[fi];
+        for (auto& q : f.qps)
+          for (const auto& c : eng.qp(q.req).take_completions()) {
+            ++q.completed;
+            if (!c.ok) ++q.errors;
+            else done_bytes += f.message;
+          }
+      }
+      if (j.pingpong) {
+        Flow& f = flows[j.flows[0]];
+        auto& q = f.qps[0];
+        auto& a = eng.qp(q.req);
+        auto& b = eng.qp(q.resp);
+        auto buf = pattern_of(f.message);
+        while (!b.received().empty()) {  // the pong: the responder answers what it got
+          b.received().pop_front();
+          b.post_send(buf);
+        }
+        b.take_completions();
+        if (!a.received().empty()) {
+          a.received().pop_front();
+          j.rtts.push_back(double(now - j.ping_at) / 1e9);
+          j.ping_out = false;
+          ++j.pongs;
+        }
+        if (!j.ping_out && j.pongs < f.per_qp && !a.failed()) {
+          a.post_send(buf);
+          q.bytes_posted += f.message;
+          ++q.posted;
+          j.ping_at = now;
+          j.ping_out = true;
+        }
+        if (j.pongs >= f.per_qp || a.failed()) {
+          j.done = true;
+          j.finished = f.finished = now;
+        }
+        continue;
+      }
+      if (j.lockstep) {
+        bool round_done = true;
+        for (size_t fi : j.flows)
+          for (auto& q : flows[fi].qps) round_done = round_done && q.completed == q.posted;
+        if (round_done) {
+          if (j.round > 0 && j.round % j.steps_per_op == 0) {
+            j.op_seconds.push_back(double(now - j.op_started) / 1e9);
+            j.op_started = now;
+          }
+          if (j.round == j.rounds) {
+            j.done = true;
+            j.finished = now;
+            for (size_t fi : j.flows) flows[fi].finished = now;
+            continue;
+          }
+          for (size_t fi : j.flows)
+            for (auto& q : flows[fi].qps) post(flows[fi], q);
+          ++j.round;
+        }
+        continue;
+      }
+      bool job_done = true;
+      for (size_t fi : j.flows) {
+        Flow& f = flows[fi];
+        bool flow_done = true;
+        for (auto& q : f.qps) {
+          auto& rq = eng.qp(q.req);
+          while (!rq.failed() && q.posted < f.per_qp && q.posted - q.completed < kTxDepth) post(f, q);
+          flow_done = flow_done && q.completed == q.posted && (q.posted == f.per_qp || rq.failed());
+        }
+        if (flow_done && f.finished < 0) f.finished = now;
+        job_done = job_done && flow_done;
+      }
+      if (job_done) {
+        j.done = true;
+        j.finished = now;
+      }
+    }
+    if (now >= next_trace) {
+      next_trace = now + kTraceEvery;
+      for (auto& f : flows) {
+        if (f.started < 0 || f.finished >= 0 || f.r.rate_trace.size() >= kTraceMax) continue;
+        double rate = 0;
+        for (auto& q : f.qps) rate += eng.qp_report(q.req).rate_bps;
+        f.r.rate_trace.emplace_back(double(now - t0) / 1e9, rate);
+      }
+    }
+    if (o.progress && now >= next_progress) {
+      next_progress = now + 1'000'000'000;
+      size_t jobs_done = 0;
+      for (const auto& j : jobs) jobs_done += j.done;
+      char line[160];
+      std::snprintf(line, sizeof line, "%zu of %zu workloads done, %.1f of %.1f MB acknowledged, %.0f s",
+                    jobs_done, jobs.size(), double(done_bytes) / 1e6, double(total_bytes) / 1e6,
+                    double(now - t0) / 1e9);
+      o.progress(line);
+    }
+    return all_done;
+  };
+  const bool finished = eng.run(step, deadline);
+  const Nanos t_end = clock.now();
+  if (o.cancel && o.cancel->load()) return why = "cancelled", std::nullopt;
+  if (!finished) {
+    why = "workloads did not finish within " + std::to_string((deadline - t0) / 1'000'000'000) +
+          " s (four times what the bytes need at the slowest line rate, plus 30 s)";
+    return std::nullopt;
+  }
+
+  // Results
+  out.seconds = double(t_end - t0) / 1e9;
+  for (size_t i = 0; i < eng.qp_count(); ++i) {
+    const auto r = eng.qp_report(i);
+    out.worst_pacing_error = std::min(out.worst_pacing_error, r.pacing_error);
+    out.retransmitted += r.rc.retransmitted;
+  }
+  for (const auto& [node, ep] : endpoint) {
+    const auto& st = eng.endpoint_stats(ep);
+    out.bad_icrc += st.bad_icrc;
+    out.cnp_sent += st.cnp_sent;
+    out.cnp_received += st.cnp_received;
+    out.ce_marked += st.ce_marked;
+  }
+  for (auto& f : flows) {
+    FlowResult& r = f.r;
+    const Job& j = jobs[f.workload];
+    uint64_t bytes = 0, wire = 0;
+    for (auto& q : f.qps) {
+      const auto req = eng.qp_report(q.req);
+      const auto resp = eng.qp_report(q.resp);
+      bytes += (q.completed - q.errors) * f.message;
+      wire += q.posted * wire_bytes(f.message, eng.qp(q.req).config().mtu);
+      r.retransmitted += req.rc.retransmitted;
+      r.timeouts += req.rc.timeouts;
+      if (resp.rc.delivered_bytes != q.bytes_posted || (j.pingpong ? false : resp.rc.delivered_crc != q.expect_crc))
+        r.digest_ok = false;
+      if (q.errors) r.digest_ok = false;
+    }
+    r.bytes = bytes;
+    r.start_s = double(f.started - t0) / 1e9;
+    r.fct_s = f.finished > f.started ? double(f.finished - f.started) / 1e9 : 0;
+    r.ideal_s = double(wire) * 8 / std::min(line(f.src), line(f.dst));
+    r.slowdown = r.ideal_s > 0 ? r.fct_s / r.ideal_s : 0;
+    r.goodput_bps = r.fct_s > 0 ? double(bytes) * 8 / r.fct_s : 0;
+    // CNPs the sender's QPs received.
+    for (auto& q : f.qps) r.cnp_received += eng.qp_report(q.req).cuts;
+    out.flows.push_back(r);
+  }
+  for (const auto& j : jobs) {
+    WorkloadResult w;
+    w.name = j.w->name;
+    w.type = j.w->type;
+    w.message = j.w->message.n;
+    w.iterations = j.w->iterations;
+    w.flows = j.flows;
+    std::vector<size_t> members;
+    for (size_t fi : j.flows) {
+      members.push_back(flows[fi].src);
+      members.push_back(flows[fi].dst);
+    }
+    std::sort(members.begin(), members.end());
+    w.hosts = size_t(std::unique(members.begin(), members.end()) - members.begin());
+    w.jct_s = double(j.finished - t0 - j.start) / 1e9;
+    for (size_t fi : j.flows) w.goodput_bps += out.flows[fi].goodput_bps;
+    if (j.lockstep && !j.op_seconds.empty()) {
+      w.iteration_s = std::accumulate(j.op_seconds.begin(), j.op_seconds.end(), 0.0) / double(j.op_seconds.size());
+      const double n = double(w.hosts);
+      w.algbw_bps = double(w.message) * 8 / w.iteration_s;
+      w.busbw_bps = w.algbw_bps * (w.type == "allreduce" ? 2 * (n - 1) / n : (n - 1) / n);
+    }
+    if (j.pingpong) {
+      std::vector<double> one_way;
+      for (double r : j.rtts) one_way.push_back(r / 2);
+      w.latency_p50_s = percentile(one_way, 50);
+      w.latency_p99_s = percentile(one_way, 99);
+      w.latency_avg_s = one_way.empty() ? 0 : std::accumulate(one_way.begin(), one_way.end(), 0.0) / double(one_way.size());
+    }
+    out.workloads.push_back(w);
+  }
+  // DESIGN.md §3: a pacer that fell well behind its own rate means the machine did not keep up.
+  if (out.worst_pacing_error < -0.10)
+    out.invalid = "the engine fell behind its pacing (a QP sent " +
+                  std::to_string(int(std::lround(-out.worst_pacing_error * 100))) +
+                  " % less than its rate allowed): the machine did not keep up";
+  return out;
+}
+
+}  // namespace rocelab::workload

@@ -1,0 +1,68 @@
+// The scenario's workloads on the built-in engine, inside a fabric that is up: flows between
+// hosts (write_bw, incast, permutation, alltoall), a ring all-reduce and a latency ping-pong,
+// each starting at its `start`, all served by one engine thread. Results per flow (goodput,
+// FCT and its slowdown against line rate, retransmits, CNPs, rate trace, end-to-end digest)
+// and per workload (nccl-tests algbw/busbw, iteration time, job completion time). Figures
+// are emulated; the caller converts them to physical units with D.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fabric/kernel_plan.h"
+#include "model/scenario.h"
+
+namespace rocelab::workload {
+
+struct FlowResult {
+  std::string workload, from, to;  // host names
+  int qps = 0;
+  uint64_t bytes = 0;        // message bytes acknowledged
+  double start_s = 0;        // emulated, from the first workload's start
+  double fct_s = 0;          // first post to last completion
+  double ideal_s = 0;        // the same bytes on the wire at the slower NIC's line rate
+  double slowdown = 0;       // fct / ideal
+  double goodput_bps = 0;    // bytes × 8 / fct
+  uint64_t retransmitted = 0, timeouts = 0, cnp_received = 0;
+  bool digest_ok = true;     // the responder's CRC of what it applied = the CRC of what was sent
+  std::vector<std::pair<double, double>> rate_trace;  // (s since start, sum of the QPs' DCQCN rates)
+};
+
+struct WorkloadResult {
+  std::string name, type;
+  size_t hosts = 0;
+  uint64_t message = 0;
+  int iterations = 0;
+  double jct_s = 0;          // start to the last completion
+  double iteration_s = 0;    // collectives: mean time of one operation
+  double algbw_bps = 0, busbw_bps = 0;  // nccl-tests definitions (bits/s here)
+  double goodput_bps = 0;    // point-to-point: the flows' goodput summed
+  double latency_p50_s = 0, latency_p99_s = 0, latency_avg_s = 0;  // latency: one way (RTT / 2)
+  std::vector<size_t> flows;
+};
+
+struct WorkloadRun {
+  std::vector<FlowResult> flows;
+  std::vector<WorkloadResult> workloads;
+  double seconds = 0;
+  uint64_t bad_icrc = 0, cnp_sent = 0, cnp_received = 0, ce_marked = 0, retransmitted = 0;
+  double worst_pacing_error = 0;  // the most negative: a pacer that fell behind
+  std::string invalid;            // why the engine's figures cannot be trusted, or empty
+};
+
+struct RunnerOptions {
+  std::function<void(const std::string&)> progress;
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+// The order of a ring: hosts grouped by the switch their first NIC hangs off (the leaf),
+// so ring edges stay inside a leaf where they can.
+std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts);
+
+std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric::KernelPlan& plan,
+                                         const RunnerOptions& o, std::string& why);
+
+}  // namespace rocelab::workload
