@@ -77,6 +77,7 @@ struct Node {
 struct Paused {
   bool on = false;
   uint64_t until_ns = 0;
+  uint64_t since_ns = 0;  // when this pause took effect: the total paused time adds it up
 };
 
 class Agent {
@@ -248,6 +249,7 @@ class Agent {
       if (st.on && set_pause(p, e.prio, false)) {
         st.on = false;
         ++resumes_;
+        paused_ns_ += now_ns() - st.since_ns;
       }
       return;
     }
@@ -261,6 +263,7 @@ class Agent {
       st.on = true;
       ++pauses_;
       uint64_t done = now_ns();
+      st.since_ns = done;
       if (done > e.ts_ns && latencies_.size() < 1'000'000) latencies_.push_back(done - e.ts_ns);
     }
   }
@@ -272,6 +275,7 @@ class Agent {
       if (it != ports_.end() && set_pause(it->second, k & 7, false)) {
         st.on = false;
         ++expired_;
+        paused_ns_ += now - st.since_ns;
       }
     }
   }
@@ -333,11 +337,20 @@ class Agent {
       std::ofstream f(tmp, std::ios::trunc);
       f << "{\"events\": " << events_seen_ << ", \"ignored\": " << ignored_ << ", \"pauses\": " << pauses_
         << ", \"refreshes\": " << refreshes_ << ", \"resumes\": " << resumes_ << ", \"expired\": " << expired_
-        << ", \"xon_sent\": " << xon_sent_ << ", \"xoff_refreshed\": " << xoff_refreshed_ << ", \"kicks\": " << kicks_ << ", \"reaction_ns\": {\"count\": " << l.size()
+        << ", \"paused_ns\": " << paused_now() << ", \"xon_sent\": " << xon_sent_ << ", \"xoff_refreshed\": " << xoff_refreshed_ << ", \"kicks\": " << kicks_ << ", \"reaction_ns\": {\"count\": " << l.size()
         << ", \"p50\": " << pct(50) << ", \"p99\": " << pct(99) << ", \"max\": " << (l.empty() ? 0 : l.back())
         << "}}\n";
     }
     std::rename(tmp.c_str(), o_.stats_path.c_str());
+  }
+
+  // Port-priority pause time so far, pauses still in force included (emulated ns).
+  uint64_t paused_now() const {
+    uint64_t t = paused_ns_;
+    const uint64_t now = now_ns();
+    for (const auto& [k, st] : paused_)
+      if (st.on && now > st.since_ns) t += now - st.since_ns;
+    return t;
   }
 
   const Options& o_;
@@ -351,7 +364,7 @@ class Agent {
   std::vector<rl_pfc_tx_state> states_;
   std::vector<uint64_t> latencies_;
   uint64_t events_seen_ = 0, ignored_ = 0, pauses_ = 0, refreshes_ = 0, resumes_ = 0, expired_ = 0, xon_sent_ = 0,
-           kicks_ = 0, xoff_refreshed_ = 0;
+           kicks_ = 0, xoff_refreshed_ = 0, paused_ns_ = 0;
 };
 
 }  // namespace

@@ -16,7 +16,13 @@ namespace {
 
 constexpr size_t kBatch = 32;
 constexpr size_t kMaxDatagram = 9216;
-constexpr int kSocketBuffer = 4 << 20;
+constexpr int kRxBuffer = 4 << 20;
+// A QP's share of its host's queue. An RNIC has no deep queue below its pacer: PFC stops the
+// NIC and the send queue stalls. Here packets that wait in the host's qdisc while its NIC is
+// paused were already paced and counted by DCQCN, and the switch keeps marking them long
+// after the rate was cut (a 4 MB buffer drove rates to 1 % in a 7:1 incast). Linux doubles
+// the value; veth frees a packet's charge once it leaves the qdisc.
+constexpr int kTxBuffer = 8 << 10;
 constexpr size_t kFrameOverhead = 14 + 20 + 8;  // Ethernet + IPv4 + UDP around a RoCE payload
 constexpr Nanos kMaxSleep = 5'000'000;
 
@@ -38,7 +44,7 @@ std::optional<sys::Fd> udp_socket(const std::string& netns, uint32_t addr, uint1
   if (!scope) return std::nullopt;
   sys::Fd fd(socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return why = errno_text("socket"), std::nullopt;
-  const int one = 1, buf = kSocketBuffer;
+  const int one = 1, buf = rx ? kRxBuffer : kTxBuffer;
   setsockopt(fd.get(), SOL_SOCKET, rx ? SO_RCVBUF : SO_SNDBUF, &buf, sizeof buf);
   if (rx) {
     if (setsockopt(fd.get(), IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0) return why = errno_text("IP_RECVTOS"), std::nullopt;
@@ -269,12 +275,13 @@ void Engine::transmit(Qp& q, Nanos now) {
     q.cnp_due = false;
     ++endpoints_[q.ep]->stats.cnp_sent;
   }
-  // A token bucket one batch deep: a QP that fell behind (a late turn) may catch up by at
-  // most one sendmmsg batch, so batches stay full at high rates and bursts stay short.
+  // The bucket holds 50 us of sending at the current rate, between 2 packets and a batch: full
+  // batches at high rates, and at low rates no burst the DCQCN rate did not allow.
   const double packet_bits = double(q.rc.config().mtu + 64 + kFrameOverhead) * 8;
-  q.next_at = std::max(q.next_at, now - Nanos(kBatch * packet_bits * 1e9 / rate));
+  auto depth = [&](double bps) { return std::clamp(bps * 50e-6 / packet_bits, 2.0, double(kBatch)) * packet_bits * 1e9 / bps; };
+  q.next_at = std::max(q.next_at, now - Nanos(depth(rate)));
   Endpoint& ep = *endpoints_[q.ep];
-  ep.next_at = std::max(ep.next_at, now - Nanos(kBatch * packet_bits * 1e9 / q.line_bps));
+  ep.next_at = std::max(ep.next_at, now - Nanos(depth(q.line_bps)));
   bool nic_limited = false;
   while (n < kBatch) {
     const bool response = q.rc.response_pending();
@@ -298,6 +305,8 @@ void Engine::transmit(Qp& q, Nanos now) {
   // (waiting for ACKs), not the NIC (other QPs using the line).
   q.backlogged = q.rc.data_ready() && !nic_limited && ep.next_at <= q.next_at;
   send_batch();
+  // A socket that refused packets means the NIC is paused (PFC): not the pacer's doing.
+  if (!q.held.empty()) q.backlogged = false;
 }
 
 Nanos Engine::next_due(Nanos now) const {

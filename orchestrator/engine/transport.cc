@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <utility>
 
 namespace rocelab::engine {
@@ -17,7 +18,7 @@ uint32_t psn_ahead(uint32_t to, uint64_t from) { return (to - uint32_t(from)) & 
 RcQp::RcQp(uint32_t qpn, uint32_t dest_qpn, uint32_t send_psn, uint32_t expect_psn, RcConfig config)
     : qpn_(qpn & kPsnMask), dest_qpn_(dest_qpn & kPsnMask), cfg_(config),
       base_seq_(send_psn & kPsnMask), una_(base_seq_), nxt_(base_seq_), max_sent_(base_seq_),
-      posted_end_(base_seq_), epsn_(expect_psn & kPsnMask) {
+      posted_end_(base_seq_), epsn_(expect_psn & kPsnMask), rto_(config.rto) {
   cfg_.mtu = std::max<uint32_t>(cfg_.mtu, 256);
   cfg_.window = std::clamp<uint32_t>(cfg_.window, 1, kHalfPsnSpace - 1);
   cfg_.ack_req_every = std::max<uint32_t>(cfg_.ack_req_every, 1);
@@ -101,7 +102,16 @@ std::optional<TxPacket> RcQp::next_tx(Nanos now) {
   if (failed_ || nxt_ >= posted_end_ || nxt_ - una_ >= cfg_.window) return std::nullopt;
   if (una_ == max_sent_) last_progress_ = now;  // the retransmission timer starts now
   TxPacket t = request_packet(nxt_);
-  if (nxt_ < max_sent_) ++stats_.retransmitted;
+  // Ask for an ACK at least every quarter timeout too: at a low DCQCN rate, N packets take
+  // longer than the timeout, and an ACK asked for only every N packets would come too late.
+  if (!t.bth.ack_req && now - last_ack_req_ >= rto_ / 4) t.bth.ack_req = true;
+  if (t.bth.ack_req) last_ack_req_ = now;
+  if (nxt_ < max_sent_) {
+    ++stats_.retransmitted;
+    sent_at_[nxt_ - una_] = -1;  // Karn: an ACK for a resent packet is no RTT sample
+  } else {
+    sent_at_.push_back(now);
+  }
   ++nxt_;
   max_sent_ = std::max(max_sent_, nxt_);
   ++stats_.tx_packets;
@@ -122,8 +132,23 @@ void RcQp::on_rx(const Packet& p, Nanos now) {
   }
 }
 
-void RcQp::acknowledge_through(uint64_t end) {
+void RcQp::acknowledge_through(uint64_t end, Nanos now) {
   if (end <= una_) return;
+  // RFC 6298 on the newest packet acknowledged: the timeout follows the real round trip, which
+  // includes the time packets wait in a PFC-paused host's own queue.
+  const size_t n = size_t(std::min<uint64_t>(end - una_, sent_at_.size()));
+  if (n > 0 && sent_at_[n - 1] >= 0) {
+    const double rtt = double(now - sent_at_[n - 1]);
+    if (srtt_ == 0) {
+      srtt_ = rtt;
+      rttvar_ = rtt / 2;
+    } else {
+      rttvar_ = 0.75 * rttvar_ + 0.25 * std::abs(srtt_ - rtt);
+      srtt_ = 0.875 * srtt_ + 0.125 * rtt;
+    }
+    rto_ = std::max<Nanos>(cfg_.rto, Nanos(srtt_ + 4 * rttvar_));
+  }
+  sent_at_.erase(sent_at_.begin(), sent_at_.begin() + long(n));
   una_ = end;
   nxt_ = std::max(nxt_, una_);
   retries_ = 0;
@@ -140,13 +165,13 @@ void RcQp::requester_rx(const Packet& p, Nanos now) {
   if (p.aeth->is_ack()) {
     ++stats_.acks_received;
     if (d < in_flight) {  // otherwise stale: a duplicate ACK for what is already acknowledged
-      acknowledge_through(una_ + d + 1);
+      acknowledge_through(una_ + d + 1, now);
       last_progress_ = now;
     }
   } else if (p.aeth->syndrome == Aeth::kNakPsnSequenceError) {
     ++stats_.naks_received;
     if (d <= in_flight) {  // everything before the PSN it names arrived: go back to it
-      acknowledge_through(una_ + d);
+      acknowledge_through(una_ + d, now);
       nxt_ = una_;
       last_progress_ = now;
     }
@@ -220,15 +245,16 @@ void RcQp::responder_rx(const Packet& p) {
 }
 
 void RcQp::on_timer(Nanos now) {
-  if (failed_ || una_ == max_sent_ || now - last_progress_ < cfg_.rto) return;
+  if (failed_ || una_ == max_sent_ || now - last_progress_ < rto_) return;
   ++stats_.timeouts;
+  rto_ = std::min<Nanos>(rto_ * 2, 64 * std::max<Nanos>(cfg_.rto, 1));  // back off until an ACK
   if (++retries_ > cfg_.retry_limit) return fail_all("retry count exceeded");
   nxt_ = una_;  // go back N
   last_progress_ = now;
 }
 
 Nanos RcQp::next_timer() const {
-  return failed_ || una_ == max_sent_ ? LLONG_MAX : last_progress_ + cfg_.rto;
+  return failed_ || una_ == max_sent_ ? LLONG_MAX : last_progress_ + rto_;
 }
 
 void RcQp::fail_all(const std::string& why) {
@@ -236,6 +262,7 @@ void RcQp::fail_all(const std::string& why) {
   for (const Wr& w : wrs_) completions_.push_back({w.id, false, why});
   wrs_.clear();
   una_ = nxt_ = max_sent_ = posted_end_;
+  sent_at_.clear();
 }
 
 std::vector<Completion> RcQp::take_completions() { return std::exchange(completions_, {}); }

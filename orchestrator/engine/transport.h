@@ -23,7 +23,8 @@ struct RcConfig {
   uint32_t mtu = 1024;          // payload bytes per packet (the IB path MTU)
   uint32_t window = 256;        // packets in flight, unacknowledged
   uint32_t ack_req_every = 32;  // AckReq on every Nth packet as well as on message ends
-  Nanos rto = 4'000'000;        // go back to the oldest unacknowledged PSN after this silence
+  Nanos rto = 4'000'000;        // the least retransmission timeout; above it RFC 6298 from
+                                // measured round trips (Karn), doubled per timeout
   int retry_limit = 7;          // timeouts in a row without progress before the QP errors
 };
 
@@ -100,7 +101,7 @@ class RcQp {
 
   uint64_t post(bool write, Buffer data, uint64_t va, uint32_t rkey);
   TxPacket request_packet(uint64_t seq);
-  void acknowledge_through(uint64_t seq_exclusive);
+  void acknowledge_through(uint64_t seq_exclusive, Nanos now);
   void responder_rx(const Packet& p);
   void requester_rx(const Packet& p, Nanos now);
   void fail_all(const std::string& why);
@@ -113,6 +114,9 @@ class RcQp {
   uint64_t una_, nxt_, max_sent_, posted_end_;
   std::deque<Wr> wrs_;
   Nanos last_progress_ = 0;
+  std::deque<Nanos> sent_at_;  // first send time of [una_, max_sent_); -1 once resent
+  double srtt_ = 0, rttvar_ = 0;
+  Nanos last_ack_req_ = 0;
   int retries_ = 0;
   bool failed_ = false;
   std::vector<Completion> completions_;
@@ -129,6 +133,7 @@ class RcQp {
   std::map<uint32_t, Region> regions_;
   std::deque<std::vector<uint8_t>> received_;
   RcStats stats_;
+  Nanos rto_;  // declared last: initialised from cfg_
 };
 
 }  // namespace rocelab::engine

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <limits>
 
@@ -230,7 +231,12 @@ Parsed<double> parse_number(std::string_view text) {
   std::string why;
   if (!split_number(text, d, unit, why) || !unit.empty())
     return fail<double>("'" + std::string(text) + "' is not a number");
-  double v = static_cast<double>(d.mantissa) * std::pow(10.0, d.exp10);
+  // strtod rounds the decimal correctly; mantissa * 10^exp does not (3 * 0.1 is not 0.3),
+  // and a resolved dump must reload to the very same double.
+  std::string digits;
+  for (i128 m = d.mantissa; m > 0 || digits.empty(); m /= 10) digits.insert(digits.begin(), char('0' + int(m % 10)));
+  const std::string dec = digits + "e" + std::to_string(d.exp10);
+  double v = std::strtod(dec.c_str(), nullptr);
   return Parsed<double>{d.negative ? -v : v, {}};
 }
 

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "fabric/connectivity.h"
 #include "fabric/realiser.h"
@@ -159,11 +160,14 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
       } else {
         invalid = invalid.empty() ? "counters could not be read: " + why : invalid;
       }
-      // The agent's figures (it rewrites them every half second).
+      // The agent's figures (it rewrites them every half second: after traffic, wait for a
+      // fresh copy so the pause time covers the end of the workloads).
+      if (!s.workloads.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(600));
       if (std::ifstream af(fabric::agent_stats_path(s.name)); af) {
         try {
           auto a = nlohmann::json::parse(af);
           scalar("agent_pauses", a.at("pauses").get<double>());
+          if (a.contains("paused_ns")) scalar("pause_time", a["paused_ns"].get<double>() / 1e9 / s.scale.factor());
           if (a.at("reaction_ns").at("count").get<double>() > 0) {
             const double p99 = a["reaction_ns"]["p99"].get<double>() / 1e9;
             scalar("pfc_reaction_p50", a["reaction_ns"]["p50"].get<double>() / 1e9);

@@ -33,6 +33,7 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
     digest_errors += f.digest_ok ? 0 : 1;
   }
   auto& wg = series("workload_goodput");
+  auto& ru = series("rx_utilization");
   auto& ab = series("algbw");
   auto& bb = series("busbw");
   auto& it = series("iteration_time");
@@ -51,6 +52,7 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
       l99.samples.push_back(Sample{l, w.latency_p99_s / d});
     } else {
       wg.samples.push_back(Sample{l, w.goodput_bps * d});
+      ru.samples.push_back(Sample{l, w.rx_utilization});
     }
   }
   m["retransmits"] = MetricValue{MetricKind::kScalar, double(r.retransmitted), {}};
@@ -84,6 +86,7 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeSca
       j["latency_one_way_s"] = {{"p50", w.latency_p50_s / d}, {"p99", w.latency_p99_s / d}, {"avg", w.latency_avg_s / d}};
     } else {
       j["goodput_bps"] = w.goodput_bps * d;
+      j["rx_utilization"] = w.rx_utilization;
     }
     wls.push_back(j);
   }
@@ -120,8 +123,9 @@ std::string workloads_table(const workload::WorkloadRun& r, const model::TimeSca
                     w.latency_p99_s * 1e6, w.latency_avg_s * 1e6);
       out += line;
     } else {
-      std::snprintf(line, sizeof line, "%s (%s): %s total, job %.3f ms\n", w.name.c_str(), w.type.c_str(),
-                    model::human_rate(w.goodput_bps * d).c_str(), w.jct_s / d * 1e3);
+      std::snprintf(line, sizeof line, "%s (%s): %s total, job %.3f ms, busiest receiver %.1f %% busy\n",
+                    w.name.c_str(), w.type.c_str(), model::human_rate(w.goodput_bps * d).c_str(), w.jct_s / d * 1e3,
+                    w.rx_utilization * 100);
       out += line;
     }
   }

@@ -446,6 +446,15 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
     w.hosts = size_t(std::unique(members.begin(), members.end()) - members.begin());
     w.jct_s = double(j.finished - t0 - j.start) / 1e9;
     for (size_t fi : j.flows) w.goodput_bps += out.flows[fi].goodput_bps;
+    // The busiest receiver: its wire bytes over the time from the job's first post to its
+    // last completion, against its line rate (an incast's bottleneck).
+    std::map<size_t, double> rx_wire;
+    for (size_t fi : j.flows)
+      for (const auto& q : flows[fi].qps)
+        rx_wire[flows[fi].dst] += double(q.posted * wire_bytes(flows[fi].message, eng.qp(q.req).config().mtu));
+    const double busy = j.started ? double(j.finished - (t0 + j.start)) / 1e9 : 0;
+    for (const auto& [node, bytes] : rx_wire)
+      if (busy > 0) w.rx_utilization = std::max(w.rx_utilization, bytes * 8 / busy / line(node));
     if (j.lockstep && !j.op_seconds.empty()) {
       w.iteration_s = std::accumulate(j.op_seconds.begin(), j.op_seconds.end(), 0.0) / double(j.op_seconds.size());
       const double n = double(w.hosts);
@@ -462,7 +471,9 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
     out.workloads.push_back(w);
   }
   // DESIGN.md §3: a pacer that fell well behind its own rate means the machine did not keep up.
-  if (out.worst_pacing_error < -0.10)
+  // The per-QP measure reads up to ~10 % low when QPs share a NIC (arbitration between
+  // turns), so only a pacer a quarter behind marks the run.
+  if (out.worst_pacing_error < -0.25)
     out.invalid = "the engine fell behind its pacing (a QP sent " +
                   std::to_string(int(std::lround(-out.worst_pacing_error * 100))) +
                   " % less than its rate allowed): the machine did not keep up";

@@ -40,6 +40,7 @@ struct WorkloadResult {
   double iteration_s = 0;    // collectives: mean time of one operation
   double algbw_bps = 0, busbw_bps = 0;  // nccl-tests definitions (bits/s here)
   double goodput_bps = 0;    // point-to-point: the flows' goodput summed
+  double rx_utilization = 0; // point-to-point: the busiest receiving NIC's wire bytes / (time × line rate)
   double latency_p50_s = 0, latency_p99_s = 0, latency_avg_s = 0;  // latency: one way (RTT / 2)
   std::vector<size_t> flows;
 };

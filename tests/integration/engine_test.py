@@ -108,11 +108,12 @@ class Capture(unittest.TestCase):
                 self.assertEqual(r[side]["endpoint"]["malformed"], 0)
         cnps = write["responder"]["endpoint"]["cnp_sent"] + send["responder"]["endpoint"]["cnp_sent"]
         # Pacing: data sent against what rate x time allowed while the QP's own pacer was the
-        # limit. Typically within 1 % over these short runs (~1,000 packets per QP, CNP cuts
-        # in between); 10 % tells a wrong pacer (2x, 0.5x) from noise.
+        # limit. Within 1 % for a QP alone on its NIC; two QPs sharing one read up to ~13 %
+        # low (NIC arbitration between engine turns). 20 % still tells a wrong pacer (2x,
+        # 0.5x) from that.
         pacing = [q["pacing_error"] for r in (write, send) for q in r["requester"]["qps"]]
         for e in pacing:
-            self.assertLess(abs(e), 0.10, f"pacing error {pacing}")
+            self.assertLess(abs(e), 0.20, f"pacing error {pacing}")
 
         fields = subprocess.run(["tshark", "-r", pcap, "-T", "fields", "-E", "separator=,", "-e", "frame.protocols",
                                  "-e", "infiniband.bth.opcode"], capture_output=True, text=True, timeout=120)

@@ -187,8 +187,7 @@ TEST(Transport, GapIsNakedOnceAndRecoveredByGoBackN) {
   EXPECT_EQ(a.stats().retransmitted, 1u);
 }
 
-TEST(Transport, TimeoutRetransmitsAndGivesUpAfterTheRetryLimit) {
-  FakeClock clock;
+TEST(Transport, TimeoutRetransmitsBacksOffAndGivesUpAfterTheRetryLimit) {
   RcQp a(1, 2, 0, 0, {.rto = 1000, .retry_limit = 2});
   a.post_write(pattern(100, 1), 0, 1);
   ASSERT_TRUE(a.next_tx(0));
@@ -196,14 +195,46 @@ TEST(Transport, TimeoutRetransmitsAndGivesUpAfterTheRetryLimit) {
   a.on_timer(999);
   EXPECT_FALSE(a.next_tx(999));
   a.on_timer(1000);
-  EXPECT_TRUE(a.next_tx(1000));  // resent
-  a.on_timer(2000);
-  EXPECT_TRUE(a.next_tx(2000));
+  EXPECT_TRUE(a.next_tx(1000));  // resent; the timeout doubles
+  EXPECT_EQ(a.next_timer(), 3000);
+  a.on_timer(2999);
+  EXPECT_FALSE(a.next_tx(2999));
   a.on_timer(3000);
+  EXPECT_TRUE(a.next_tx(3000));
+  EXPECT_EQ(a.next_timer(), 7000);
+  a.on_timer(7000);
   auto c = a.take_completions();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_FALSE(c[0].ok);
   EXPECT_TRUE(a.failed());
+  EXPECT_EQ(a.stats().timeouts, 3u);
+}
+
+TEST(Transport, TimeoutFollowsTheMeasuredRoundTrip) {
+  RcQp a(1, 2, 0, 0, {.rto = 1000}), b(2, 1, 0, 0, {});
+  std::vector<uint8_t> mem(4096);
+  b.register_memory(1, 0, mem);
+  for (int i = 0; i < 20; ++i) {
+    const Nanos t0 = i * 100'000;
+    a.post_write(pattern(100, 1), 0, 1);
+    auto t = a.next_tx(t0);
+    ASSERT_TRUE(t);
+    Packet p;
+    p.bth = t->bth;
+    p.reth = t->reth;
+    p.payload = t->payload;
+    b.on_rx(p, t0);
+    auto ack = b.next_tx(t0);
+    ASSERT_TRUE(ack && ack->aeth);
+    Packet q;
+    q.bth = ack->bth;
+    q.aeth = ack->aeth;
+    a.on_rx(q, t0 + 50'000);  // a 50 us round trip, far above the 1 us floor
+  }
+  a.post_write(pattern(100, 1), 0, 1);
+  ASSERT_TRUE(a.next_tx(2'000'000));
+  EXPECT_GE(a.next_timer() - 2'000'000, 50'000) << "no spurious timeout below the round trip";
+  EXPECT_EQ(a.stats().timeouts, 0u);
 }
 
 TEST(Transport, WriteOutsideTheRegionIsNakedAsRemoteAccessError) {
