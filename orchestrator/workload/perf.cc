@@ -41,6 +41,17 @@ std::vector<uint8_t> message_pattern(size_t n, uint64_t seed) {
   return v;
 }
 
+engine::RcConfig rc_config(uint32_t mtu, double slower_line_bps, const model::TimeScale& scale) {
+  engine::RcConfig rc;
+  rc.mtu = mtu;
+  rc.window = 256;
+  rc.ack_req_every = 64;  // four ACKs per window: fewer syscalls, the window never stalls
+  const double window_ns = double(rc.window) * (rc.mtu + 100) * 8e9 / std::max(slower_line_bps, 1.0);
+  rc.rto = std::clamp<engine::Nanos>(
+      std::max(scale.emulate(model::Duration{131'072}).ns, engine::Nanos(4 * window_ns)), 5'000'000, 2'000'000'000);
+  return rc;
+}
+
 uint32_t ib_mtu_for(uint32_t netdev_mtu) {
   const uint32_t room = netdev_mtu > 60 ? netdev_mtu - 60 : 0;
   uint32_t m = 256;
@@ -83,17 +94,8 @@ std::optional<PerfResult> run_perf(const model::Scenario& s, const fabric::Kerne
   auto b = eng.add_endpoint({r.to, to->node->netns, to->port->addr, double(to->port->rate_bps)}, why);
   if (!b) return std::nullopt;
 
-  // The retransmission timeout is physical (IB local ACK timeout 5: 131 µs) × D, and at least
-  // four times what a full window takes to serialise at the slower line rate: the host's
-  // own queue may hold the whole window, and a timeout then would resend it all for nothing.
-  engine::RcConfig rc;
-  rc.mtu = r.mtu;
-  rc.window = 256;
-  rc.ack_req_every = 64;  // four ACKs per window: fewer syscalls, the window never stalls
-  const double window_ns = double(rc.window) * (rc.mtu + 100) * 8e9 /
-                           double(std::max<uint64_t>(1, std::min(from->port->rate_bps, to->port->rate_bps)));
-  rc.rto = std::clamp<engine::Nanos>(
-      std::max(s.scale.emulate(model::Duration{131'072}).ns, engine::Nanos(4 * window_ns)), 5'000'000, 2'000'000'000);
+  const engine::RcConfig rc =
+      rc_config(r.mtu, double(std::min(from->port->rate_bps, to->port->rate_bps)), s.scale);
   std::mt19937_64 psn(s.seed ^ 0x5053'4e00);
   const uint32_t slots = std::min<uint32_t>(o.tx_depth, 16);
   std::vector<size_t> req, resp;

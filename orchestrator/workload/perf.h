@@ -46,6 +46,12 @@ std::vector<uint8_t> message_pattern(size_t n, uint64_t seed);
 // IB MTU class (256..4096) for a netdev MTU: RoCEv2 headers take 20 + 8 + 12 + 16 + 4 bytes.
 uint32_t ib_mtu_for(uint32_t netdev_mtu);
 
+// The RC settings every workload QP uses between two NICs: a 256-packet window, AckReq every
+// 64 packets, and a timeout floor of physical 131 µs (IB local ACK timeout 5) × D but at
+// least four times what a full window takes at the slower line rate (the host's own queue
+// may hold the whole window); above the floor the QP follows measured round trips.
+engine::RcConfig rc_config(uint32_t mtu, double slower_line_bps, const model::TimeScale& scale);
+
 std::optional<PerfResult> run_perf(const model::Scenario& s, const fabric::KernelPlan& plan, const PerfOptions& o,
                                    std::string& why);
 

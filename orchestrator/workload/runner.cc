@@ -128,11 +128,18 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
 
   std::vector<Flow> flows;
   std::vector<Job> jobs;
-  std::map<uint64_t, Buffer> patterns;  // by size
-  auto pattern_of = [&](uint64_t size) {
-    auto& b = patterns[size];
-    if (!b) b = std::make_shared<const std::vector<uint8_t>>(message_pattern(size, s.seed ^ size));
-    return b;
+  struct Pattern {
+    Buffer bytes;
+    uint32_t crc = 0;  // computed once: a 64 MB message is posted many times
+  };
+  std::map<uint64_t, Pattern> patterns;  // by size
+  auto pattern_of = [&](uint64_t size) -> const Pattern& {
+    auto& p = patterns[size];
+    if (!p.bytes) {
+      p.bytes = std::make_shared<const std::vector<uint8_t>>(message_pattern(size, s.seed ^ size));
+      p.crc = engine::crc32_update(0, *p.bytes);
+    }
+    return p;
   };
   std::mt19937_64 rng(s.seed ^ 0x776f726bull);
 
@@ -144,13 +151,7 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
     f.dst = dst;
     f.message = message;
     f.per_qp = per_qp;
-    engine::RcConfig rc;
-    rc.mtu = mtu_between(src, dst);
-    rc.window = 256;
-    rc.ack_req_every = 64;
-    const double window_ns = double(rc.window) * (rc.mtu + 100) * 8e9 / std::min(line(src), line(dst));
-    rc.rto = std::clamp<Nanos>(std::max(s.scale.emulate(model::Duration{131'072}).ns, Nanos(4 * window_ns)),
-                               5'000'000, 2'000'000'000);
+    const engine::RcConfig rc = rc_config(mtu_between(src, dst), std::min(line(src), line(dst)), s.scale);
     for (int q = 0; q < qps; ++q) {
       const uint32_t qa = next_qpn[src]++, qb = next_qpn[dst]++;
       const uint32_t pa = uint32_t(rng()) & engine::kPsnMask, pb = uint32_t(rng()) & engine::kPsnMask;
@@ -237,14 +238,12 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
   }
 
   auto post = [&](Flow& f, Qpair& q) {
-    auto buf = pattern_of(f.message);
-    auto& rq = eng.qp(q.req);
-    rq.post_write(buf, kBaseVa, 0x1000 + uint32_t(f.dst));
+    const Pattern& p = pattern_of(f.message);
+    eng.qp(q.req).post_write(p.bytes, kBaseVa, 0x1000 + uint32_t(f.dst));
     ++q.posted;
     q.bytes_posted += f.message;
-    q.expect_crc = q.expect_crc == 0 && q.posted == 1
-                       ? engine::crc32_update(0, *buf)
-                       : uint32_t(crc32_combine(q.expect_crc, engine::crc32_update(0, *buf), z_off_t(f.message)));
+    // CRC of everything posted so far, then this message (the CRC of nothing is 0).
+    q.expect_crc = uint32_t(crc32_combine(q.expect_crc, p.crc, z_off_t(f.message)));
   };
 
   WorkloadRun out;
@@ -253,18 +252,12 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
   double slowest = 1e300;
   Nanos last_start = 0;
   for (const auto& f : flows) {
-    total_bytes += f.message * std::max<uint64_t>(f.per_qp, 1) * f.qps.size();
+    // Lock-step jobs post one message per QP per round; the others per_qp messages.
+    const Job& j = jobs[f.workload];
+    total_bytes += f.message * f.qps.size() * (j.lockstep ? j.rounds : f.per_qp);
     slowest = std::min(slowest, std::min(line(f.src), line(f.dst)));
   }
-  for (const auto& j : jobs) {
-    last_start = std::max(last_start, j.start);
-    if (j.lockstep) total_bytes += 0;  // counted per round below
-  }
-  uint64_t lock_bytes = 0;
-  for (const auto& j : jobs)
-    if (j.lockstep)
-      for (size_t fi : j.flows) lock_bytes += flows[fi].message * flows[fi].qps.size() * j.rounds;
-  total_bytes += lock_bytes;
+  for (const auto& j : jobs) last_start = std::max(last_start, j.start);
   // Everything through the slowest NIC, four times over, plus the last start and slack.
   const Nanos deadline = t0 + last_start + Nanos(double(total_bytes) * 8 / slowest * 4e9) + 30'000'000'000;
   Nanos next_trace = t0, next_progress = t0 + 1'000'000'000;
@@ -298,7 +291,7 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
         auto& q = f.qps[0];
         auto& a = eng.qp(q.req);
         auto& b = eng.qp(q.resp);
-        auto buf = pattern_of(f.message);
+        const Buffer& buf = pattern_of(f.message).bytes;
         while (!b.received().empty()) {  // the pong: the responder answers what it got
           b.received().pop_front();
           b.post_send(buf);

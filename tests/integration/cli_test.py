@@ -3,7 +3,6 @@
 
 Usage: cli_test.py --rocelab PATH --source REPO_DIR
 """
-import argparse
 import json
 import os
 import shutil
@@ -11,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+
+import harness  # tests/integration/harness.py, beside this script
 import xml.etree.ElementTree as ET
 
 ROCELAB = ""
@@ -230,15 +231,5 @@ class Cli(unittest.TestCase):
         self.assertEqual(r.returncode == 0, doc["ok"])
 
 
-def main():
-    global ROCELAB, SOURCE
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rocelab", required=True)
-    ap.add_argument("--source", required=True)
-    args, rest = ap.parse_known_args()
-    ROCELAB, SOURCE = os.path.abspath(args.rocelab), os.path.abspath(args.source)
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
-
-
 if __name__ == "__main__":
-    main()
+    harness.run(globals())

@@ -10,7 +10,6 @@ netlink dump `tc -s class show` prints), 100 samples.
 
 Usage: dataplane_test.py --rocelab PATH --source REPO_DIR
 """
-import argparse
 import json
 import math
 import os
@@ -19,6 +18,8 @@ import sys
 import tempfile
 import time
 import unittest
+
+import harness  # tests/integration/harness.py, beside this script
 
 ROCELAB = ""
 PID = os.getpid()
@@ -223,15 +224,5 @@ class Pause(OneSwitch):
         self.assertIn("cannot pause", lossy.stderr)
 
 
-def main():
-    global ROCELAB
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rocelab", required=True)
-    ap.add_argument("--source", required=True)
-    args, rest = ap.parse_known_args()
-    ROCELAB = os.path.abspath(args.rocelab)
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
-
-
 if __name__ == "__main__":
-    main()
+    harness.run(globals())

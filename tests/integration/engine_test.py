@@ -11,7 +11,6 @@ padding), captured with tcpdump in the requester's namespace.
 
 Usage: engine_test.py --rocelab PATH --source REPO_DIR
 """
-import argparse
 import json
 import os
 import shutil
@@ -21,6 +20,8 @@ import sys
 import tempfile
 import time
 import unittest
+
+import harness  # tests/integration/harness.py, beside this script
 
 ROCELAB = ""
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -147,15 +148,5 @@ class Capture(unittest.TestCase):
         self.assertEqual(opcodes.get("129", 0), cnps, "every CNP on the wire, opcode 129")
 
 
-def main():
-    global ROCELAB
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rocelab", required=True)
-    ap.add_argument("--source", required=True)
-    args, rest = ap.parse_known_args()
-    ROCELAB = os.path.abspath(args.rocelab)
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
-
-
 if __name__ == "__main__":
-    main()
+    harness.run(globals())

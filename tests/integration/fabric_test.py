@@ -6,7 +6,6 @@ Usage: fabric_test.py --rocelab PATH --source REPO_DIR
 Every instance name carries this process's PID, so parallel tests never share objects, and
 every test takes its instance down in tearDown, even when it fails.
 """
-import argparse
 import ctypes
 import ipaddress
 import json
@@ -20,6 +19,8 @@ import sys
 import tempfile
 import time
 import unittest
+
+import harness  # tests/integration/harness.py, beside this script
 
 ROCELAB = ""
 SOURCE = ""
@@ -348,15 +349,5 @@ class CrashSafety(unittest.TestCase):
               f"{namespaces + 1} kills", file=sys.stderr)
 
 
-def main():
-    global ROCELAB, SOURCE
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rocelab", required=True)
-    ap.add_argument("--source", required=True)
-    args, rest = ap.parse_known_args()
-    ROCELAB, SOURCE = os.path.abspath(args.rocelab), os.path.abspath(args.source)
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
-
-
 if __name__ == "__main__":
-    main()
+    harness.run(globals())

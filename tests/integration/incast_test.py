@@ -10,7 +10,6 @@ lossy): drops appear, counted by reason.
 
 Usage: incast_test.py --rocelab PATH --source REPO_DIR
 """
-import argparse
 import json
 import os
 import subprocess
@@ -18,6 +17,8 @@ import sys
 import tempfile
 import time
 import unittest
+
+import harness  # tests/integration/harness.py, beside this script
 
 ROCELAB = ""
 PID = os.getpid()
@@ -234,15 +235,5 @@ class Spreading(unittest.TestCase):
         self.assertEqual(drops, 0)
 
 
-def main():
-    global ROCELAB
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rocelab", required=True)
-    ap.add_argument("--source", required=True)
-    args, rest = ap.parse_known_args()
-    ROCELAB = os.path.abspath(args.rocelab)
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
-
-
 if __name__ == "__main__":
-    main()
+    harness.run(globals())

@@ -8,7 +8,6 @@ and the PFC frames the senders receive fall several-fold; both runs deliver ever
 
 Usage: workload_test.py --rocelab PATH --source REPO_DIR
 """
-import argparse
 import json
 import os
 import shutil
@@ -16,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 import unittest
+
+import harness  # tests/integration/harness.py, beside this script
 
 ROCELAB = ""
 SOURCE = ""
@@ -80,16 +81,5 @@ class DcqcnOnOff(unittest.TestCase):
         self.assertGreaterEqual(off["pfc"], 3 * on["pfc"], "PFC frames fall several-fold with DCQCN")
 
 
-def main():
-    global ROCELAB, SOURCE
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rocelab", required=True)
-    ap.add_argument("--source", required=True)
-    args, rest = ap.parse_known_args()
-    ROCELAB = os.path.abspath(args.rocelab)
-    SOURCE = os.path.abspath(args.source)
-    unittest.main(argv=[sys.argv[0], "-v", *rest])
-
-
 if __name__ == "__main__":
-    main()
+    harness.run(globals())
