@@ -108,6 +108,7 @@ struct Engine::Qp {
   std::deque<std::pair<std::vector<uint8_t>, bool>> held;  // (bytes, is CNP)
   double allowed_bytes = 0;
   uint64_t paced_bytes = 0, data_wire_bytes = 0;
+  uint64_t send_blocked = 0;
 };
 
 Engine::Engine(const DcqcnParams& dcqcn, const Clock& clock) : dcqcn_(dcqcn), clock_(clock) {}
@@ -151,6 +152,7 @@ QpReport Engine::qp_report(size_t id) const {
   r.alpha = q.rp.alpha();
   r.cuts = q.rp.cuts();
   r.data_wire_bytes = q.data_wire_bytes;
+  r.send_blocked = q.send_blocked;
   r.pacing_error = q.allowed_bytes > 0 ? double(q.paced_bytes) / q.allowed_bytes - 1 : 0;
   return r;
 }
@@ -208,7 +210,7 @@ void Engine::transmit(Qp& q, Nanos now) {
   // What this turn sends is measured against the allowance of the interval before it, and
   // only when that interval was limited by this QP's own pacer (see below).
   const bool measured = q.backlogged;
-  if (measured) q.allowed_bytes += rate * double(now - q.last_turn) / 8e9;
+  const double allowance = measured ? rate * double(now - q.last_turn) / 8e9 : 0;
   q.last_turn = now;
 
   static thread_local std::vector<std::vector<uint8_t>> out(kBatch);
@@ -246,7 +248,10 @@ void Engine::transmit(Qp& q, Nanos now) {
       done += size_t(k);
     }
     for (size_t i = done; i < n; ++i) q.held.emplace_back(out[i], is_cnp[i]);
-    if (done < n) ++endpoints_[q.ep]->stats.send_blocked;
+    if (done < n) {
+      ++endpoints_[q.ep]->stats.send_blocked;
+      ++q.send_blocked;
+    }
     n = 0;
   };
   if (!q.held.empty()) {
@@ -265,6 +270,9 @@ void Engine::transmit(Qp& q, Nanos now) {
     }
     if (!q.held.empty()) return;
   }
+  // Counted only once the socket takes packets again: an interval that ended with the NIC
+  // paused (PFC) was not the pacer's to fill.
+  q.allowed_bytes += allowance;
   if (q.cnp_due) {
     Bth b;
     b.opcode = Opcode::kCnp;

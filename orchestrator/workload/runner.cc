@@ -388,7 +388,8 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
   out.seconds = double(t_end - t0) / 1e9;
   for (size_t i = 0; i < eng.qp_count(); ++i) {
     const auto r = eng.qp_report(i);
-    out.worst_pacing_error = std::min(out.worst_pacing_error, r.pacing_error);
+    // Only QPs whose NIC never pushed back: under PFC the pause, not the pacer, sets the pace.
+    if (r.send_blocked == 0) out.worst_pacing_error = std::min(out.worst_pacing_error, r.pacing_error);
     out.retransmitted += r.rc.retransmitted;
   }
   for (const auto& [node, ep] : endpoint) {
