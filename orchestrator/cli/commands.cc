@@ -149,6 +149,12 @@ void catch_signals() {
 int cmd_run(const po::variables_map& vm, const Globals& g) {
   auto s = load(vm, g);
   if (!s) return kExitBadInput;
+  if (vm.count("scale")) {
+    if (auto err = model::rescale(*s, vm["scale"].as<double>())) {
+      std::cerr << "rocelab run: --scale: " << *err << "\n";
+      return kExitBadInput;
+    }
+  }
   run::RunOptions opts;
   opts.scenario_path = vm["scenario"].as<std::string>();
   if (vm.count("out")) opts.out_dir = vm["out"].as<std::string>();
@@ -576,10 +582,14 @@ const std::vector<Command>& commands() {
        "RUN_DIR/{scenario.yaml, resolved.json, results.json, events.jsonl, junit.xml}.\n"
        "Exit codes: 0 pass, 1 an expect: assertion failed, 2 invalid run (the machine did not\n"
        "keep up), 3 bad input, 4 environment (missing capability, not root, not built).",
-       "rocelab run scenarios/quickstart.yaml\n  rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml",
+       "rocelab run scenarios/quickstart.yaml\n  rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml\n"
+       "  rocelab run --scale 2000 scenarios/incast-dcqcn.yaml   # half the emulated rates",
        [](po::options_description& d) {
          d.add_options()("out", po::value<std::string>(), "run directory (default runs/NAME-TIMESTAMP)")(
-             "model-only", "make no fabric: evaluate the model's metrics and assertions only (no root needed)");
+             "model-only", "make no fabric: evaluate the model's metrics and assertions only (no root needed)")(
+             "scale", po::value<double>(),
+             "time scale D instead of the file's 'scale:' (emulated rates = physical / D); a larger D "
+             "gives a slow machine room after an invalid run (exit 2)");
          add_instance_option(d);
          add_scenario_arg(d);
        },

@@ -5,6 +5,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -722,6 +723,18 @@ LoadResult load_scenario_text(std::string_view text, const std::string& file_lab
   res.scenario = build_scenario(std::move(*raw), res.diags);
   if (!res.diags.empty()) res.scenario.reset();
   return res;
+}
+
+std::optional<std::string> rescale(Scenario& s, double d) {
+  if (!(d > 0) || !std::isfinite(d)) return "the scale factor D must be a positive number";
+  const TimeScale scale(d);
+  for (const auto& l : s.links)
+    if (scale.emulate(l.rate) < kEmulatedRateMin)
+      return "D = " + std::to_string(d) + " makes link " + s.nodes[l.a.node].name + "-" + s.nodes[l.b.node].name +
+             " (" + format_rate(l.rate) + ") run at " + format_rate(scale.emulate(l.rate)) +
+             " emulated, below the " + format_rate(kEmulatedRateMin) + " minimum";
+  s.scale = scale;
+  return std::nullopt;
 }
 
 LoadResult load_scenario_file(const std::string& path) {

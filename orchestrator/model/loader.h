@@ -27,4 +27,9 @@ LoadResult load_scenario_text(std::string_view text, const std::string& file_lab
 // The instance name a file gets when it sets none: its stem, made safe.
 std::string default_instance_name(std::string_view path);
 
+// Replaces the scale factor D of a loaded scenario (rocelab run --scale: a retry at 2×D
+// after an invalid run). The error says why D does not fit (not positive, or a link would
+// run below the emulated minimum); the scenario is unchanged then.
+std::optional<std::string> rescale(Scenario& s, double d);
+
 }  // namespace rocelab::model

@@ -127,6 +127,19 @@ class Cli(unittest.TestCase):
         self.assertEqual(suite.get("tests"), "2")
         self.assertEqual(suite.get("failures"), "1")
 
+    def test_run_scale_override(self):
+        r, out = self.run_with(["hosts == 4"], "--model-only", "--scale", "2000")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for f in ["results.json", "resolved.json"]:
+            with open(os.path.join(out, f)) as fh:
+                self.assertEqual(json.load(fh)["scale"], 2000, f)
+        for bad in ["0", "-3", "1e15"]:
+            r = rocelab("run", "--model-only", "--scale", bad, "--out", os.path.join(self.tmp, "b" + bad),
+                        self.write("s.yaml", SMALL))
+            self.assertEqual(r.returncode, 3, bad)
+            self.assertIn("--scale", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "b" + bad)))
+
     def test_run_refuses_a_used_directory(self):
         path = self.write("s.yaml", SMALL)
         out = os.path.join(self.tmp, "used")
