@@ -155,6 +155,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
       return kExitBadInput;
     }
   }
+  if (vm.count("seed")) s->seed = vm["seed"].as<uint64_t>();
   run::RunOptions opts;
   opts.scenario_path = vm["scenario"].as<std::string>();
   if (vm.count("out")) opts.out_dir = vm["out"].as<std::string>();
@@ -589,7 +590,8 @@ const std::vector<Command>& commands() {
              "model-only", "make no fabric: evaluate the model's metrics and assertions only (no root needed)")(
              "scale", po::value<double>(),
              "time scale D instead of the file's 'scale:' (emulated rates = physical / D); a larger D "
-             "gives a slow machine room after an invalid run (exit 2)");
+             "gives a slow machine room after an invalid run (exit 2)")(
+             "seed", po::value<uint64_t>(), "seed instead of the file's 'seed:' (repeat a run with other random choices)");
          add_instance_option(d);
          add_scenario_arg(d);
        },

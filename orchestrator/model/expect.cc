@@ -69,6 +69,12 @@ const std::vector<MetricInfo>& metric_registry() {
       {"jct", MetricKind::kSeries, "s", {"workload"}, "job completion time: start to the last completion"},
       {"latency_p50", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency (RTT / 2), median"},
       {"latency_p99", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency, 99th percentile"},
+      {"fairness_time", MetricKind::kSeries, "s", {"to", "window"},
+       "flows streaming into one host: time from the last one's start until every window (100us, 200us, "
+       "500us, 1ms) of every flow stays within ±10 % of the fair share (line rate x payload efficiency / "
+       "flows); infinite when it never does"},
+      {"fair_share_ratio", MetricKind::kSeries, "ratio", {"workload", "from", "to", "window"},
+       "a flow's mean goodput from fairness_time on (the later half if never) / the fair share"},
       {"retransmits", MetricKind::kScalar, "count", {}, "packets the engine sent again, all QPs"},
       {"cnp_sent", MetricKind::kScalar, "count", {}, "CNPs the engine's notification points sent"},
       {"cnp_received", MetricKind::kScalar, "count", {}, "CNPs the engine's reaction points received"},

@@ -1,8 +1,10 @@
 #include "run/workloads.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "model/units.h"
+#include "workload/fairness.h"
 
 namespace rocelab::run {
 
@@ -10,6 +12,17 @@ using model::MetricKind;
 using model::MetricValue;
 using model::Sample;
 using nlohmann::ordered_json;
+
+namespace {
+
+// The fairness windows, physical: each is a `window` label value of the fairness metrics.
+struct FairWindow {
+  const char* label;
+  double seconds;
+};
+constexpr FairWindow kFairWindows[] = {{"100us", 100e-6}, {"200us", 200e-6}, {"500us", 500e-6}, {"1ms", 1e-3}};
+
+}  // namespace
 
 void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, const model::TimeScale& scale) {
   const double d = scale.factor();
@@ -55,6 +68,17 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
       ru.samples.push_back(Sample{l, w.rx_utilization});
     }
   }
+  auto& ft = series("fairness_time");
+  auto& fsr = series("fair_share_ratio");
+  for (const auto& w : kFairWindows)
+    for (const auto& g : workload::fairness(r, w.seconds * d)) {
+      ft.samples.push_back(Sample{{{"to", g.to}, {"window", w.label}}, g.converge_s / d});
+      for (size_t k = 0; k < g.flows.size(); ++k) {
+        const auto& f = r.flows[g.flows[k]];
+        fsr.samples.push_back(
+            Sample{{{"workload", f.workload}, {"from", f.from}, {"to", f.to}, {"window", w.label}}, g.share_ratio[k]});
+      }
+    }
   m["retransmits"] = MetricValue{MetricKind::kScalar, double(r.retransmitted), {}};
   m["cnp_sent"] = MetricValue{MetricKind::kScalar, double(r.cnp_sent), {}};
   m["cnp_received"] = MetricValue{MetricKind::kScalar, double(r.cnp_received), {}};
@@ -67,12 +91,12 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeSca
   ordered_json flows = ordered_json::array();
   for (const auto& f : r.flows) {
     ordered_json trace = ordered_json::array();
-    for (const auto& [t, rate] : f.rate_trace) trace.push_back({t / d, rate * d});
+    for (const auto& p : f.rate_trace) trace.push_back({p.t_s / d, p.rate_bps * d, p.delivered});
     flows.push_back({{"workload", f.workload}, {"from", f.from}, {"to", f.to}, {"qps", f.qps}, {"bytes", f.bytes},
                      {"start_s", f.start_s / d}, {"fct_s", f.fct_s / d}, {"ideal_fct_s", f.ideal_s / d},
                      {"fct_slowdown", f.slowdown}, {"goodput_bps", f.goodput_bps * d},
                      {"retransmitted", f.retransmitted}, {"timeouts", f.timeouts}, {"cnp_received", f.cnp_received},
-                     {"digest_ok", f.digest_ok}, {"rate_trace", {{"columns", {"t_s", "rate_bps"}}, {"rows", trace}}}});
+                     {"digest_ok", f.digest_ok}, {"rate_trace", {{"columns", {"t_s", "rate_bps", "delivered_bytes"}}, {"rows", trace}}}});
   }
   ordered_json wls = ordered_json::array();
   for (const auto& w : r.workloads) {
@@ -90,12 +114,33 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeSca
     }
     wls.push_back(j);
   }
+  ordered_json fair = ordered_json::array();
+  for (const auto& w : kFairWindows)
+    for (const auto& g : workload::fairness(r, w.seconds * d)) {
+      ordered_json names = ordered_json::array(), ratios = ordered_json::array(), rows = ordered_json::array();
+      for (size_t k = 0; k < g.flows.size(); ++k) {
+        const auto& f = r.flows[g.flows[k]];
+        names.push_back(f.workload + " " + f.from + ">" + f.to);
+        ratios.push_back(g.share_ratio[k]);
+      }
+      for (const auto& row : g.goodput) {
+        ordered_json x = ordered_json::array();
+        for (double v : row) x.push_back(v * d);
+        rows.push_back(x);
+      }
+      fair.push_back({{"to", g.to}, {"window", w.label}, {"tolerance", workload::kFairTolerance},
+                      {"overlap_start_s", g.overlap_start_s / d}, {"overlap_s", g.overlap_s / d},
+                      {"fair_share_bps", g.fair_share_bps * d},
+                      {"converge_s", std::isfinite(g.converge_s) ? ordered_json(g.converge_s / d) : ordered_json()},
+                      {"flows", names}, {"share_ratio", ratios}, {"goodput_bps", rows}});
+    }
   return {{"units", "physical (emulated rates x D, emulated times / D)"},
           {"engine", {{"retransmitted", r.retransmitted}, {"cnp_sent", r.cnp_sent}, {"cnp_received", r.cnp_received},
                       {"ce_marked", r.ce_marked}, {"bad_icrc", r.bad_icrc},
                       {"worst_pacing_error", r.worst_pacing_error}, {"wall_seconds", r.seconds}}},
           {"workloads", wls},
-          {"flows", flows}};
+          {"flows", flows},
+          {"fairness", fair}};
 }
 
 std::string workloads_table(const workload::WorkloadRun& r, const model::TimeScale& scale) {
@@ -140,6 +185,19 @@ std::string workloads_table(const workload::WorkloadRun& r, const model::TimeSca
     std::snprintf(line, sizeof line, " %-28s %12s %9.3f ms %7.2f %8llu %5llu  %s\n", name.substr(0, 28).c_str(),
                   model::human_rate(f.goodput_bps * d).c_str(), f.fct_s / d * 1e3, f.slowdown,
                   (unsigned long long)f.retransmitted, (unsigned long long)f.cnp_received, f.digest_ok ? "ok" : "BAD");
+    out += line;
+  }
+  for (const auto& g : workload::fairness(r, 500e-6 * d)) {
+    std::string shares;
+    for (double x : g.share_ratio) shares += (shares.empty() ? "" : " / ") + std::to_string(x).substr(0, 4);
+    const std::string when = std::isfinite(g.converge_s)
+                                 ? "within after " + std::to_string(g.converge_s / d * 1e3).substr(0, 5) + " ms"
+                                 : "NOT within by the end of the overlap";
+    std::snprintf(line, sizeof line,
+                  "fairness into %s: %zu flows over %.2f ms, fair share %s; every 500 us window %s "
+                  "(±%.0f %%); mean share %s\n",
+                  g.to.c_str(), g.flows.size(), g.overlap_s / d * 1e3, model::human_rate(g.fair_share_bps * d).c_str(),
+                  when.c_str(), workload::kFairTolerance * 100, shares.c_str());
     out += line;
   }
   std::snprintf(line, sizeof line,

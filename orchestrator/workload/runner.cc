@@ -358,9 +358,12 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
       next_trace = now + kTraceEvery;
       for (auto& f : flows) {
         if (f.started < 0 || f.finished >= 0 || f.r.rate_trace.size() >= kTraceMax) continue;
-        double rate = 0;
-        for (auto& q : f.qps) rate += eng.qp_report(q.req).rate_bps;
-        f.r.rate_trace.emplace_back(double(now - t0) / 1e9, rate);
+        FlowResult::TracePoint p{double(now - t0) / 1e9, 0, 0};
+        for (auto& q : f.qps) {
+          p.rate_bps += eng.qp_report(q.req).rate_bps;
+          p.delivered += eng.qp_report(q.resp).rc.delivered_bytes;
+        }
+        f.r.rate_trace.push_back(p);
       }
     }
     if (o.progress && now >= next_progress) {
@@ -415,6 +418,9 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
       if (q.errors) r.digest_ok = false;
     }
     r.bytes = bytes;
+    r.streaming = !j.lockstep && !j.pingpong;
+    r.rx_line_bps = line(f.dst);
+    r.wire_bytes = wire;
     r.start_s = double(f.started - t0) / 1e9;
     r.fct_s = f.finished > f.started ? double(f.finished - f.started) / 1e9 : 0;
     r.ideal_s = double(wire) * 8 / std::min(line(f.src), line(f.dst));

@@ -28,7 +28,15 @@ struct FlowResult {
   double goodput_bps = 0;    // bytes × 8 / fct
   uint64_t retransmitted = 0, timeouts = 0, cnp_received = 0;
   bool digest_ok = true;     // the responder's CRC of what it applied = the CRC of what was sent
-  std::vector<std::pair<double, double>> rate_trace;  // (s since start, sum of the QPs' DCQCN rates)
+  bool streaming = false;    // posts back to back (write_bw, incast, permutation), not in lock step
+  double rx_line_bps = 0;    // the receiving NIC's line rate
+  uint64_t wire_bytes = 0;   // bytes on the wire for what was posted (headers included, once)
+  struct TracePoint {
+    double t_s;              // since the first workload's start
+    double rate_bps;         // the QPs' DCQCN rates, summed
+    uint64_t delivered = 0;  // payload bytes the responder has applied in order so far
+  };
+  std::vector<TracePoint> rate_trace;
 };
 
 struct WorkloadResult {

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Workloads on the built-in engine under `rocelab run`.
 
+Fairness: scenarios/dcqcn-fairness.yaml with other seeds: qp1 at line rate alone, then both
+QPs near the fair share.
+
 DCQCN on/off: scenarios/incast-dcqcn.yaml (7:1 incast of RDMA WRITEs, DCQCN paper), and
 the same file with `dcqcn: off`. With DCQCN the bottleneck stays busy while the pause time
 and the PFC frames the senders receive fall several-fold; both runs deliver every byte
@@ -22,8 +25,8 @@ ROCELAB = ""
 SOURCE = ""
 
 
-def run(path, out):
-    r = subprocess.run([ROCELAB, "run", path, "--out", out], capture_output=True, text=True, timeout=600)
+def run(path, out, *flags):
+    r = subprocess.run([ROCELAB, "run", *flags, path, "--out", out], capture_output=True, text=True, timeout=600)
     with open(os.path.join(out, "results.json")) as f:
         return r, json.load(f)
 
@@ -80,6 +83,45 @@ class DcqcnOnOff(unittest.TestCase):
         self.assertGreater(off["pfc"], 0)
         self.assertGreaterEqual(off["pause"], 5 * on["pause"], "pause time falls >= 5x with DCQCN")
         self.assertGreaterEqual(off["pfc"], 3 * on["pfc"], "PFC frames fall several-fold with DCQCN")
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class Fairness(unittest.TestCase):
+    """scenarios/dcqcn-fairness.yaml under seeds 2 and 3 (CI runs the file's seed 1 as a scenario)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-fair-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def test_second_qp_gets_its_share(self):
+        src = os.path.join(SOURCE, "scenarios", "dcqcn-fairness.yaml")
+        for seed in (2, 3):
+            out = os.path.join(self.tmp, f"s{seed}")
+            r, res = run(src, out, "--seed", str(seed), "--instance", f"fair{os.getpid() % 100000}")
+            self.assertIn(r.returncode, (0, 1), res.get("error"))
+            self.assertEqual(res["metrics"]["digest_errors"], 0)
+            self.assertGreater(res["metrics"]["cnp_received"], 0)
+            flows = {f["workload"]: f for f in res["workloads"]["flows"]}
+            groups = [g for g in res["workloads"]["fairness"] if g["window"] == "1ms"]
+            self.assertEqual(len(groups), 1, "one receiver shared by two streaming flows")
+            g = groups[0]
+            # Before qp2 joins, qp1 alone runs at line rate: its delivered bytes over 1 ms.
+            rows = flows["qp1"]["rate_trace"]["rows"]
+            alone = [row for row in rows if row[0] <= flows["qp2"]["start_s"]]
+            solo = (alone[-1][2] - alone[0][2]) * 8 / (alone[-1][0] - alone[0][0])
+            line = 2 * g["fair_share_bps"]
+            converge = g["converge_s"]
+            print(f"\nseed {seed}: qp1 alone {solo / 1e9:.1f} Gbit/s of {line / 1e9:.1f}; overlap "
+                  f"{g['overlap_s'] * 1e3:.1f} ms; every 1 ms window within ±10 % of the fair share "
+                  f"{'after %.1f ms' % (converge * 1e3) if converge is not None else 'not by the end'}; mean shares "
+                  f"{', '.join('%.3f' % x for x in g['share_ratio'])}", file=sys.stderr)
+            self.assertGreaterEqual(solo, 0.9 * line, "qp1 runs at line rate before qp2 starts")
+            self.assertGreaterEqual(g["overlap_s"], 8e-3)
+            for x in g["share_ratio"]:
+                self.assertGreaterEqual(x, 0.8)
+                self.assertLessEqual(x, 1.2)
 
 
 if __name__ == "__main__":
