@@ -45,9 +45,15 @@ std::optional<sys::Fd> udp_socket(const std::string& netns, uint32_t addr, uint1
   sys::Fd fd(socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return why = errno_text("socket"), std::nullopt;
   const int one = 1, buf = rx ? kRxBuffer : kTxBuffer;
-  setsockopt(fd.get(), SOL_SOCKET, rx ? SO_RCVBUF : SO_SNDBUF, &buf, sizeof buf);
+  // FORCE (CAP_NET_ADMIN) sizes the socket past net.core.rmem_max, a sysctl of the
+  // machine's own that the testbed must not touch; plain SO_RCVBUF when not allowed.
+  if (!rx || setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    setsockopt(fd.get(), SOL_SOCKET, rx ? SO_RCVBUF : SO_SNDBUF, &buf, sizeof buf);
   if (rx) {
     if (setsockopt(fd.get(), IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0) return why = errno_text("IP_RECVTOS"), std::nullopt;
+    // The socket's drop count with every datagram: a full receive queue is loss the
+    // emulation made (the engine did not read in time), which a real RNIC would not have.
+    if (setsockopt(fd.get(), SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one) != 0) return why = errno_text("SO_RXQ_OVFL"), std::nullopt;
   } else {
     // DF set and unconnected: Linux writes IP ID 0, which the ICRC covers (wire.h Flow).
     const int df = IP_PMTUDISC_DO, tos = kTosData;
@@ -162,7 +168,7 @@ void Engine::receive(Endpoint& ep, Nanos now) {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   sockaddr_in from[kBatch];
-  alignas(cmsghdr) char ctrl[kBatch][CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char ctrl[kBatch][CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t))];
   for (int round = 0; round < 8; ++round) {
     for (size_t i = 0; i < kBatch; ++i) {
       iov[i] = {bufs.data() + i * kMaxDatagram, kMaxDatagram};
@@ -174,6 +180,11 @@ void Engine::receive(Endpoint& ep, Nanos now) {
       uint8_t tos = 0;
       for (cmsghdr* c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
         if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) tos = *CMSG_DATA(c);
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+          uint32_t dropped;
+          std::memcpy(&dropped, CMSG_DATA(c), sizeof dropped);
+          ep.stats.rx_overflow = std::max<uint64_t>(ep.stats.rx_overflow, dropped);
+        }
       }
       ++ep.stats.rx_packets;
       ep.stats.rx_bytes += msgs[i].msg_len;
@@ -217,7 +228,7 @@ void Engine::transmit(Qp& q, Nanos now) {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   bool is_cnp[kBatch];
-  alignas(cmsghdr) char ctrl[kBatch][CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char ctrl[kBatch][CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t))];
   sockaddr_in to = sock_addr(q.flow.dst, kRoceUdpPort);
   size_t n = 0, data = 0;
   auto add = [&](bool cnp) {

@@ -31,6 +31,7 @@ struct EndpointStats {
   uint64_t rx_packets = 0, rx_bytes = 0, bad_icrc = 0, malformed = 0, unknown_qp = 0;
   uint64_t ce_marked = 0, cnp_sent = 0, cnp_received = 0;
   uint64_t send_blocked = 0;  // batches the host's full queue held back (sent later, never lost)
+  uint64_t rx_overflow = 0;   // datagrams the kernel dropped because the receive socket was full
 };
 
 struct QpReport {

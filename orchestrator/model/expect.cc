@@ -65,6 +65,8 @@ const std::vector<MetricInfo>& metric_registry() {
       {"algbw", MetricKind::kSeries, "bit/s", {"workload"}, "collectives: message size / operation time (nccl-tests)"},
       {"busbw", MetricKind::kSeries, "bit/s", {"workload"},
        "collectives: algbw x 2(n-1)/n (all-reduce) or (n-1)/n (all-to-all), as nccl-tests"},
+      {"busbw_efficiency", MetricKind::kSeries, "ratio", {"workload"},
+       "collectives: busbw / (the slowest edge's line rate x payload efficiency at its MTU)"},
       {"iteration_time", MetricKind::kSeries, "s", {"workload"}, "collectives: mean time of one operation"},
       {"jct", MetricKind::kSeries, "s", {"workload"}, "job completion time: start to the last completion"},
       {"latency_p50", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency (RTT / 2), median"},
@@ -79,6 +81,8 @@ const std::vector<MetricInfo>& metric_registry() {
       {"cnp_sent", MetricKind::kScalar, "count", {}, "CNPs the engine's notification points sent"},
       {"cnp_received", MetricKind::kScalar, "count", {}, "CNPs the engine's reaction points received"},
       {"bad_icrc", MetricKind::kScalar, "count", {}, "RoCEv2 packets the engine dropped for a bad ICRC"},
+      {"host_rx_overflow", MetricKind::kScalar, "count", {},
+       "packets lost in full host receive sockets (the engine read too late); > 0 makes the run invalid"},
       {"digest_errors", MetricKind::kScalar, "count", {},
        "flows whose responder-side CRC of delivered payload differs from what was sent (must be 0)"},
   };

@@ -49,6 +49,7 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
   auto& ru = series("rx_utilization");
   auto& ab = series("algbw");
   auto& bb = series("busbw");
+  auto& bbe = series("busbw_efficiency");
   auto& it = series("iteration_time");
   auto& jc = series("jct");
   auto& l50 = series("latency_p50");
@@ -59,6 +60,7 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
     if (w.type == "allreduce" || w.type == "alltoall") {
       ab.samples.push_back(Sample{l, w.algbw_bps * d});
       bb.samples.push_back(Sample{l, w.busbw_bps * d});
+      if (w.busbw_bound_bps > 0) bbe.samples.push_back(Sample{l, w.busbw_bps / w.busbw_bound_bps});
       it.samples.push_back(Sample{l, w.iteration_s / d});
     } else if (w.type == "latency") {
       l50.samples.push_back(Sample{l, w.latency_p50_s / d});
@@ -83,6 +85,7 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
   m["cnp_sent"] = MetricValue{MetricKind::kScalar, double(r.cnp_sent), {}};
   m["cnp_received"] = MetricValue{MetricKind::kScalar, double(r.cnp_received), {}};
   m["bad_icrc"] = MetricValue{MetricKind::kScalar, double(r.bad_icrc), {}};
+  m["host_rx_overflow"] = MetricValue{MetricKind::kScalar, double(r.rx_overflow), {}};
   m["digest_errors"] = MetricValue{MetricKind::kScalar, digest_errors, {}};
 }
 
@@ -106,6 +109,7 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeSca
       j["iteration_s"] = w.iteration_s / d;
       j["algbw_GBps"] = w.algbw_bps * d / 8e9;
       j["busbw_GBps"] = w.busbw_bps * d / 8e9;
+      j["busbw_bound_GBps"] = w.busbw_bound_bps * d / 8e9;
     } else if (w.type == "latency") {
       j["latency_one_way_s"] = {{"p50", w.latency_p50_s / d}, {"p99", w.latency_p99_s / d}, {"avg", w.latency_avg_s / d}};
     } else {
@@ -136,7 +140,7 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeSca
     }
   return {{"units", "physical (emulated rates x D, emulated times / D)"},
           {"engine", {{"retransmitted", r.retransmitted}, {"cnp_sent", r.cnp_sent}, {"cnp_received", r.cnp_received},
-                      {"ce_marked", r.ce_marked}, {"bad_icrc", r.bad_icrc},
+                      {"ce_marked", r.ce_marked}, {"bad_icrc", r.bad_icrc}, {"rx_overflow", r.rx_overflow},
                       {"worst_pacing_error", r.worst_pacing_error}, {"wall_seconds", r.seconds}}},
           {"workloads", wls},
           {"flows", flows},
@@ -157,6 +161,11 @@ std::string workloads_table(const workload::WorkloadRun& r, const model::TimeSca
                     (unsigned long long)w.message, w.type == "allreduce" ? " sum" : "none", w.iteration_s / d * 1e6,
                     w.algbw_bps * d / 8e9, w.busbw_bps * d / 8e9);
       out += line;
+      if (w.busbw_bound_bps > 0) {
+        std::snprintf(line, sizeof line, "# busbw bound %.2f GB/s (slowest edge x payload efficiency): %.1f %%\n",
+                      w.busbw_bound_bps * d / 8e9, w.busbw_bps / w.busbw_bound_bps * 100);
+        out += line;
+      }
     } else if (w.type == "latency") {
       std::snprintf(line, sizeof line,
                     "%s (latency, one way)\n #bytes  #iterations  t_typical[usec]  t_99%%[usec]  t_avg[usec]\n"

@@ -398,6 +398,7 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
   for (const auto& [node, ep] : endpoint) {
     const auto& st = eng.endpoint_stats(ep);
     out.bad_icrc += st.bad_icrc;
+    out.rx_overflow += st.rx_overflow;
     out.cnp_sent += st.cnp_sent;
     out.cnp_received += st.cnp_received;
     out.ce_marked += st.ce_marked;
@@ -455,6 +456,16 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
     const double busy = j.started ? double(j.finished - (t0 + j.start)) / 1e9 : 0;
     for (const auto& [node, bytes] : rx_wire)
       if (busy > 0) w.rx_utilization = std::max(w.rx_utilization, bytes * 8 / busy / line(node));
+    if (j.lockstep) {
+      // What the busiest NIC can carry of payload: a ring's steps and an all-to-all's
+      // transfers all go through NICs at line rate, headers included.
+      w.busbw_bound_bps = 1e300;
+      for (size_t fi : j.flows) {
+        const Flow& f = flows[fi];
+        const double eff = double(f.message) / double(wire_bytes(f.message, eng.qp(f.qps[0].req).config().mtu));
+        w.busbw_bound_bps = std::min(w.busbw_bound_bps, std::min(line(f.src), line(f.dst)) * eff);
+      }
+    }
     if (j.lockstep && !j.op_seconds.empty()) {
       w.iteration_s = std::accumulate(j.op_seconds.begin(), j.op_seconds.end(), 0.0) / double(j.op_seconds.size());
       const double n = double(w.hosts);
@@ -473,7 +484,11 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
   // DESIGN.md §3: a pacer that fell well behind its own rate means the machine did not keep up.
   // The per-QP measure reads up to ~10 % low when QPs share a NIC (arbitration between
   // turns), so only a pacer a quarter behind marks the run.
-  if (out.worst_pacing_error < -0.25)
+  if (out.rx_overflow > 0)
+    out.invalid = std::to_string(out.rx_overflow) +
+                  " packets were lost in full host receive sockets (the engine did not read in time): "
+                  "loss the emulation made, not the fabric";
+  else if (out.worst_pacing_error < -0.25)
     out.invalid = "the engine fell behind its pacing (a QP sent " +
                   std::to_string(int(std::lround(-out.worst_pacing_error * 100))) +
                   " % less than its rate allowed): the machine did not keep up";

@@ -47,6 +47,7 @@ struct WorkloadResult {
   double jct_s = 0;          // start to the last completion
   double iteration_s = 0;    // collectives: mean time of one operation
   double algbw_bps = 0, busbw_bps = 0;  // nccl-tests definitions (bits/s here)
+  double busbw_bound_bps = 0;  // collectives: the slowest edge's line rate × payload efficiency
   double goodput_bps = 0;    // point-to-point: the flows' goodput summed
   double rx_utilization = 0; // point-to-point: the busiest receiving NIC's wire bytes / (time × line rate)
   double latency_p50_s = 0, latency_p99_s = 0, latency_avg_s = 0;  // latency: one way (RTT / 2)
@@ -58,6 +59,7 @@ struct WorkloadRun {
   std::vector<WorkloadResult> workloads;
   double seconds = 0;
   uint64_t bad_icrc = 0, cnp_sent = 0, cnp_received = 0, ce_marked = 0, retransmitted = 0;
+  uint64_t rx_overflow = 0;       // datagrams lost in the hosts' full receive sockets
   double worst_pacing_error = 0;  // the most negative: a pacer that fell behind
   std::string invalid;            // why the engine's figures cannot be trusted, or empty
 };
