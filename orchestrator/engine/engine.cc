@@ -228,7 +228,7 @@ void Engine::transmit(Qp& q, Nanos now) {
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   bool is_cnp[kBatch];
-  alignas(cmsghdr) char ctrl[kBatch][CMSG_SPACE(sizeof(int)) + CMSG_SPACE(sizeof(uint32_t))];
+  alignas(cmsghdr) char ctrl[kBatch][CMSG_SPACE(sizeof(int))];
   sockaddr_in to = sock_addr(q.flow.dst, kRoceUdpPort);
   size_t n = 0, data = 0;
   auto add = [&](bool cnp) {
@@ -255,6 +255,14 @@ void Engine::transmit(Qp& q, Nanos now) {
     size_t done = 0;
     while (done < n) {
       const int k = sendmmsg(q.tx.get(), msgs + done, unsigned(n - done), MSG_DONTWAIT);
+      if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {
+        // Not a full queue but a packet the kernel refuses: counted and dropped, never
+        // retried forever (the transport's recovery sees it as loss).
+        ++endpoints_[q.ep]->stats.send_errors;
+        endpoints_[q.ep]->stats.last_send_error = errno;
+        ++done;
+        continue;
+      }
       if (k <= 0) break;
       done += size_t(k);
     }

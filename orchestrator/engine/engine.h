@@ -32,6 +32,8 @@ struct EndpointStats {
   uint64_t ce_marked = 0, cnp_sent = 0, cnp_received = 0;
   uint64_t send_blocked = 0;  // batches the host's full queue held back (sent later, never lost)
   uint64_t rx_overflow = 0;   // datagrams the kernel dropped because the receive socket was full
+  uint64_t send_errors = 0;   // packets the kernel refused (not a full queue): a bug, never expected
+  int last_send_error = 0;    // its errno
 };
 
 struct QpReport {

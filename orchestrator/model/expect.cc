@@ -59,9 +59,12 @@ const std::vector<MetricInfo>& metric_registry() {
       {"flow_slowdown", MetricKind::kSeries, "ratio", {"workload", "from", "to"},
        "FCT over the ideal: the same wire bytes at the slower NIC's line rate"},
       {"flow_retransmits", MetricKind::kCounter, "count", {"workload", "from", "to"}, "packets a flow sent again"},
-      {"workload_goodput", MetricKind::kSeries, "bit/s", {"workload"}, "the workload's flows' goodput, summed"},
+      {"workload_goodput", MetricKind::kSeries, "bit/s", {"workload"}, "the workload's bytes over its job time (aggregate)"},
       {"rx_utilization", MetricKind::kSeries, "ratio", {"workload"},
        "the busiest receiving NIC: wire bytes / (job time x line rate); an incast's bottleneck"},
+      {"bottleneck_utilization", MetricKind::kSeries, "ratio", {"workload"},
+       "the busiest receiving NIC while every sender still sends (start to the first flow's end): "
+       "an incast's bottleneck without the tail where one flow climbs back alone"},
       {"algbw", MetricKind::kSeries, "bit/s", {"workload"}, "collectives: message size / operation time (nccl-tests)"},
       {"busbw", MetricKind::kSeries, "bit/s", {"workload"},
        "collectives: algbw x 2(n-1)/n (all-reduce) or (n-1)/n (all-to-all), as nccl-tests"},

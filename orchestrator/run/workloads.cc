@@ -47,6 +47,7 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
   }
   auto& wg = series("workload_goodput");
   auto& ru = series("rx_utilization");
+  auto& bu = series("bottleneck_utilization");
   auto& ab = series("algbw");
   auto& bb = series("busbw");
   auto& bbe = series("busbw_efficiency");
@@ -68,6 +69,7 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
     } else {
       wg.samples.push_back(Sample{l, w.goodput_bps * d});
       ru.samples.push_back(Sample{l, w.rx_utilization});
+      bu.samples.push_back(Sample{l, workload::utilization_while_all_send(r, w)});
     }
   }
   auto& ft = series("fairness_time");
@@ -115,6 +117,7 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeSca
     } else {
       j["goodput_bps"] = w.goodput_bps * d;
       j["rx_utilization"] = w.rx_utilization;
+      j["bottleneck_utilization"] = workload::utilization_while_all_send(r, w);
     }
     wls.push_back(j);
   }
@@ -177,9 +180,10 @@ std::string workloads_table(const workload::WorkloadRun& r, const model::TimeSca
                     w.latency_p99_s * 1e6, w.latency_avg_s * 1e6);
       out += line;
     } else {
-      std::snprintf(line, sizeof line, "%s (%s): %s total, job %.3f ms, busiest receiver %.1f %% busy\n",
+      std::snprintf(line, sizeof line,
+                    "%s (%s): %s total, job %.3f ms, busiest receiver %.1f %% busy (%.1f %% while all send)\n",
                     w.name.c_str(), w.type.c_str(), model::human_rate(w.goodput_bps * d).c_str(), w.jct_s / d * 1e3,
-                    w.rx_utilization * 100);
+                    w.rx_utilization * 100, workload::utilization_while_all_send(r, w) * 100);
       out += line;
     }
   }

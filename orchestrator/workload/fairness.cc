@@ -8,10 +8,11 @@
 namespace rocelab::workload {
 namespace {
 
-// Delivered bytes at time t, linear between trace samples; nullopt-like -1 outside.
+// Delivered bytes at time t, linear between trace samples; before the trace 0, after it the last.
 double delivered_at(const FlowResult& f, double t) {
   const auto& tr = f.rate_trace;
-  if (tr.empty() || t < tr.front().t_s || t > tr.back().t_s) return -1;
+  if (tr.empty() || t < tr.front().t_s) return 0;
+  if (t > tr.back().t_s) return double(tr.back().delivered);
   auto it = std::lower_bound(tr.begin(), tr.end(), t, [](const FlowResult::TracePoint& p, double x) { return p.t_s < x; });
   if (it == tr.begin()) return double(it->delivered);
   const auto& b = *it;
@@ -71,6 +72,29 @@ std::vector<FairnessGroup> fairness(const WorkloadRun& r, double window_s, doubl
     out.push_back(std::move(g));
   }
   return out;
+}
+
+double utilization_while_all_send(const WorkloadRun& r, const WorkloadResult& w) {
+  double start = std::numeric_limits<double>::infinity(), end = start;
+  for (size_t i : w.flows) {
+    const FlowResult& f = r.flows[i];
+    if (!f.streaming || f.rate_trace.size() < 2) return 0;
+    start = std::min(start, f.start_s);
+    end = std::min(end, f.rate_trace.back().t_s);
+  }
+  if (!(end > start)) return 0;
+  std::map<std::string, std::pair<double, double>> rx;  // receiver → (wire bits, line rate)
+  for (size_t i : w.flows) {
+    const FlowResult& f = r.flows[i];
+    const double wire_per_byte = f.bytes > 0 ? double(f.wire_bytes) / double(f.bytes) : 1;
+    auto& [bits, line] = rx[f.to];
+    bits += (delivered_at(f, end) - delivered_at(f, start)) * wire_per_byte * 8;
+    line = std::max(line, f.rx_line_bps);
+  }
+  double best = 0;
+  for (const auto& [to, v] : rx)
+    if (v.second > 0) best = std::max(best, v.first / (end - start) / v.second);
+  return best;
 }
 
 }  // namespace rocelab::workload

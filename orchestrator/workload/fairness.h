@@ -34,4 +34,10 @@ struct FairnessGroup {
 // windows of `window_s`.
 std::vector<FairnessGroup> fairness(const WorkloadRun& r, double window_s, double tolerance = kFairTolerance);
 
+// A streaming workload's busiest receiver while every one of its senders still sends (from
+// the workload's first start to its first flow's end): wire bytes / (time × line rate).
+// An incast's bottleneck during the incast proper, without the tail where one flow is left
+// alone to climb back by additive increase. 0 when the workload has no streaming flows.
+double utilization_while_all_send(const WorkloadRun& r, const WorkloadResult& w);
+
 }  // namespace rocelab::workload

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -399,6 +400,8 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
     const auto& st = eng.endpoint_stats(ep);
     out.bad_icrc += st.bad_icrc;
     out.rx_overflow += st.rx_overflow;
+    out.send_errors += st.send_errors;
+    if (st.last_send_error) out.last_send_error = st.last_send_error;
     out.cnp_sent += st.cnp_sent;
     out.cnp_received += st.cnp_received;
     out.ce_marked += st.ce_marked;
@@ -446,7 +449,10 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
     std::sort(members.begin(), members.end());
     w.hosts = size_t(std::unique(members.begin(), members.end()) - members.begin());
     w.jct_s = double(j.finished - t0 - j.start) / 1e9;
-    for (size_t fi : j.flows) w.goodput_bps += out.flows[fi].goodput_bps;
+    // Aggregate: every byte over the job's time (flows that end early do not count twice).
+    uint64_t job_bytes = 0;
+    for (size_t fi : j.flows) job_bytes += out.flows[fi].bytes;
+    if (w.jct_s > 0) w.goodput_bps = double(job_bytes) * 8 / w.jct_s;
     // The busiest receiver: its wire bytes over the time from the job's first post to its
     // last completion, against its line rate (an incast's bottleneck).
     std::map<size_t, double> rx_wire;
@@ -484,7 +490,10 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
   // DESIGN.md §3: a pacer that fell well behind its own rate means the machine did not keep up.
   // The per-QP measure reads up to ~10 % low when QPs share a NIC (arbitration between
   // turns), so only a pacer a quarter behind marks the run.
-  if (out.rx_overflow > 0)
+  if (out.send_errors > 0)
+    out.invalid = std::to_string(out.send_errors) + " packets the kernel refused to send (" +
+                  std::strerror(out.last_send_error) + "): an engine fault, not the fabric's";
+  else if (out.rx_overflow > 0)
     out.invalid = std::to_string(out.rx_overflow) +
                   " packets were lost in full host receive sockets (the engine did not read in time): "
                   "loss the emulation made, not the fabric";

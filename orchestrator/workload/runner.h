@@ -48,7 +48,7 @@ struct WorkloadResult {
   double iteration_s = 0;    // collectives: mean time of one operation
   double algbw_bps = 0, busbw_bps = 0;  // nccl-tests definitions (bits/s here)
   double busbw_bound_bps = 0;  // collectives: the slowest edge's line rate × payload efficiency
-  double goodput_bps = 0;    // point-to-point: the flows' goodput summed
+  double goodput_bps = 0;    // point-to-point: all the flows' bytes over the job's time
   double rx_utilization = 0; // point-to-point: the busiest receiving NIC's wire bytes / (time × line rate)
   double latency_p50_s = 0, latency_p99_s = 0, latency_avg_s = 0;  // latency: one way (RTT / 2)
   std::vector<size_t> flows;
@@ -60,6 +60,8 @@ struct WorkloadRun {
   double seconds = 0;
   uint64_t bad_icrc = 0, cnp_sent = 0, cnp_received = 0, ce_marked = 0, retransmitted = 0;
   uint64_t rx_overflow = 0;       // datagrams lost in the hosts' full receive sockets
+  uint64_t send_errors = 0;       // packets the kernel refused to send
+  int last_send_error = 0;
   double worst_pacing_error = 0;  // the most negative: a pacer that fell behind
   std::string invalid;            // why the engine's figures cannot be trusted, or empty
 };

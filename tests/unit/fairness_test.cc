@@ -96,5 +96,18 @@ TEST(Fairness, PayloadEfficiencyLowersTheFairShare) {
   EXPECT_NEAR(g[0].share_ratio[0], 1, 0.01);
 }
 
+TEST(Fairness, UtilizationWhileAllSendStopsAtTheFirstEnd) {
+  // Two flows into x at 45 units each for 4 s, then one alone at 20 for 4 s more: 90 % busy
+  // while both send, whatever the tail did.
+  WorkloadRun r;
+  std::vector<double> tail = {45, 45, 45, 45, 20, 20, 20, 20};
+  r.flows = {flow("x", 0, 1, std::vector<double>(4, 45)), flow("x", 0, 1, tail)};
+  WorkloadResult w;
+  w.flows = {0, 1};
+  EXPECT_NEAR(utilization_while_all_send(r, w), 0.9, 1e-6);
+  r.flows[1].streaming = false;
+  EXPECT_EQ(utilization_while_all_send(r, w), 0);
+}
+
 }  // namespace
 }  // namespace rocelab::workload
