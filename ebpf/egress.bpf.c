@@ -183,6 +183,20 @@ static __always_inline void pfc_generate(struct __sk_buff *skb, const struct rl_
 		st->last_sent_ns = now;
 }
 
+/* One draw of the port's loss fault: xorshift64 (13, 7, 17) on the seeded state in the
+ * map. Not atomic: two CPUs on one port at once may draw the same number, which only
+ * repeats a draw (the probability holds; exact replay needs one packet at a time). */
+static __always_inline int fault_lost(struct rl_port_info *p)
+{
+	__u64 x = p->loss_rng;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	p->loss_rng = x;
+	return (__u32)(x >> 32) < p->loss;
+}
+
 SEC("tc")
 int rl_egress(struct __sk_buff *skb)
 {
@@ -222,6 +236,12 @@ int rl_egress(struct __sk_buff *skb)
 
 	if (self)
 		self->root_qdisc = (__u64)BPF_CORE_READ((struct sk_buff *)bpf_cast_to_kern_ctx(skb), dev, qdisc);
+	/* A loss fault: the packet is lost on the link, before it takes any buffer. */
+	if (self && self->loss && fault_lost(self)) {
+		if (cnt)
+			cnt->depth_after = depth;
+		return drop(cnt, RL_DROP_FAULT);
+	}
 	/* A switch's lossy queue may hold alpha x what is free in the switch's shared pool
 	 * (dynamic threshold); lossless queues are governed by XOFF and their limit. */
 	if (!lossless && self && !(self->flags & RL_PORT_HOST) && cfg->buffer_size) {

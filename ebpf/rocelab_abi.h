@@ -39,7 +39,8 @@ enum rl_drop_reason {
 	RL_DROP_WRED = 1,       /* non-ECT packet on a lossy ECN queue, at the marking probability */
 	RL_DROP_HEADROOM = 2,   /* lossless: beyond what the queue may hold (with PFC: XOFF + headroom) */
 	RL_DROP_BUFFER = 3,     /* lossy: over the shared buffer's dynamic threshold, alpha x free pool */
-	RL_DROP__USED = 4,      /* reasons defined so far; the PFC watchdog's comes later */
+	RL_DROP_FAULT = 4,      /* a loss fault on the port (seeded): a packet lost on the link */
+	RL_DROP__USED = 5,      /* reasons defined so far; the PFC watchdog's comes later */
 	RL_DROP__MAX = 6,
 };
 
@@ -111,6 +112,11 @@ struct rl_port_info {
 	__u32 node_ports;
 	__u64 root_qdisc; /* written by egress: this port's root qdisc, whose backlog (all its
 	                   * queues) it adds to the node's pool occupancy */
+	__u32 loss;       /* loss fault: probability x 2^32 that a data packet leaving this port
+	                   * is lost (0: none); PFC frames are never lost */
+	__u32 pad;
+	__u64 loss_rng;   /* the fault's xorshift64 state, seeded by the scenario: the same seed
+	                   * and packet order lose the same packets (never 0 while loss is set) */
 };
 
 /* Per (port slot, priority) of an ingress port: the XOFF this switch sent out of it. */
@@ -139,7 +145,7 @@ struct rl_depth_override {
 #ifdef __cplusplus
 static_assert(sizeof(struct rl_counters) == 14 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16, "rl_config layout");
-static_assert(sizeof(struct rl_port_info) == 32, "rl_port_info layout");
+static_assert(sizeof(struct rl_port_info) == 48, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 16, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");

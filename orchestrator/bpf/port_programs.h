@@ -20,7 +20,7 @@ struct ingress;
 namespace rocelab::bpf {
 
 inline constexpr std::array<std::string_view, RL_DROP__USED> kDropReasonNames = {"queue_full", "wred", "headroom",
-                                                                                "buffer"};
+                                                                                "buffer", "fault_loss"};
 
 // A read-only view of the counter array: slot * RL_NUM_PRIO + prio.
 class Counters {

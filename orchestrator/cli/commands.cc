@@ -336,20 +336,22 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
     std::cout << ordered_json{{"instance", *name}, {"ports", ports}}.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-18s %4s %12s %14s %12s %10s %10s %10s %10s %8s %8s %14s %10s\n", "port", "prio", "tx_pkts",
-              "tx_bytes", "rx_pkts", "ecn_mark", "qfull", "wred", "headroom", "pfc_tx", "pfc_rx", "shaper_bytes",
-              "backlog");
+  std::printf("%-18s %4s %12s %14s %12s %10s %10s %10s %10s %8s %8s %8s %8s %14s %10s\n", "port", "prio", "tx_pkts",
+              "tx_bytes", "rx_pkts", "ecn_mark", "qfull", "wred", "headroom", "buffer", "fault", "pfc_tx", "pfc_rx",
+              "shaper_bytes", "backlog");
   for (const auto& p : *stats)
     for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
       const auto& s = p.prio[q];
-      if (!s.c.tx_packets && !s.c.rx_packets && !s.shaper_bytes && !s.c.drops[0] && !s.c.drops[1] && !s.c.drops[2] &&
-          !s.c.pfc_tx && !s.c.pfc_rx)
+      uint64_t dropped = 0;
+      for (size_t r = 0; r < RL_DROP__USED; ++r) dropped += s.c.drops[r];
+      if (!s.c.tx_packets && !s.c.rx_packets && !s.shaper_bytes && !dropped && !s.c.pfc_tx && !s.c.pfc_rx)
         continue;  // a quiet priority
-      std::printf("%-18s %4u %12llu %14llu %12llu %10llu %10llu %10llu %10llu %8llu %8llu %14llu %10u\n",
+      std::printf("%-18s %4u %12llu %14llu %12llu %10llu %10llu %10llu %10llu %8llu %8llu %8llu %8llu %14llu %10u\n",
                   (p.node + ":" + p.port).c_str(), q, (unsigned long long)s.c.tx_packets,
                   (unsigned long long)s.c.tx_bytes, (unsigned long long)s.c.rx_packets,
                   (unsigned long long)s.c.ecn_marked, (unsigned long long)s.c.drops[RL_DROP_QUEUE_FULL],
                   (unsigned long long)s.c.drops[RL_DROP_WRED], (unsigned long long)s.c.drops[RL_DROP_HEADROOM],
+                  (unsigned long long)s.c.drops[RL_DROP_BUFFER], (unsigned long long)s.c.drops[RL_DROP_FAULT],
                   (unsigned long long)s.c.pfc_tx, (unsigned long long)s.c.pfc_rx, (unsigned long long)s.shaper_bytes,
                   s.backlog_bytes);
     }

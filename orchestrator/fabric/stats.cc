@@ -8,7 +8,11 @@
 #include <netlink/route/qdisc/htb.h>
 #include <netlink/route/qdisc/tbf.h>
 
+#include <bpf/bpf.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <memory>
 
 #include "bpf/port_programs.h"
@@ -139,39 +143,99 @@ std::optional<std::vector<NodeRef>> instance_nodes(const std::string& instance, 
 
 namespace rocelab::fabric {
 
-bool set_port_pause(const std::string& instance, const std::string& target, uint32_t prio, bool paused,
-                    std::string& why) {
+namespace {
+
+// NODE:PORT of a running instance, with the calling thread inside the node's namespace
+// while this lives.
+struct OpenPort {
+  std::optional<sys::NetnsScope> scope;
+  std::unique_ptr<netlink::RouteSocket> sock;
+  int ifindex = 0;
+  uint32_t mtu = 0;
+};
+
+std::optional<OpenPort> open_port(const std::string& instance, const std::string& target, std::string& why) {
   auto colon = target.find(':');
-  if (colon == std::string::npos || prio >= RL_NUM_PRIO) {
-    why = "expected NODE:PORT and a priority 0..7";
-    return false;
+  if (colon == std::string::npos) {
+    why = "expected NODE:PORT, got '" + target + "'";
+    return std::nullopt;
   }
   auto nodes = instance_nodes(instance, why);
-  if (!nodes) return false;
+  if (!nodes) return std::nullopt;
   const std::string node = target.substr(0, colon), port = target.substr(colon + 1);
   auto n = std::find_if(nodes->begin(), nodes->end(), [&](const NodeRef& r) { return r.node == node; });
   if (n == nodes->end()) {
     why = "instance " + instance + " has no node '" + node + "'";
-    return false;
+    return std::nullopt;
   }
   auto fd = sys::open_named_netns(n->netns, why);
-  auto scope = fd ? sys::NetnsScope::enter(fd->get(), why) : std::nullopt;
-  if (!scope) return false;
+  if (!fd) return std::nullopt;
+  OpenPort op{sys::NetnsScope::enter(fd->get(), why)};
+  if (!op.scope) return std::nullopt;
   netlink::Status st;
-  auto sock = netlink::RouteSocket::open(st);
-  if (!sock) {
+  op.sock = netlink::RouteSocket::open(st);
+  if (!op.sock) {
     why = st.text;
-    return false;
+    return std::nullopt;
   }
   rtnl_link* link = nullptr;
-  if (int e = rtnl_link_get_kernel(sock->get(), 0, port.c_str(), &link); e < 0) {
+  if (int e = rtnl_link_get_kernel(op.sock->get(), 0, port.c_str(), &link); e < 0) {
     why = netlink::Status::from_nl(e, target).text;
+    return std::nullopt;
+  }
+  op.ifindex = rtnl_link_get_ifindex(link);
+  op.mtu = rtnl_link_get_mtu(link);
+  rtnl_link_put(link);
+  return op;
+}
+
+}  // namespace
+
+bool set_port_loss(const std::string& instance, const std::string& target, double probability, uint64_t seed,
+                   std::string& why) {
+  if (!(probability >= 0 && probability <= 1)) {
+    why = "loss probability must be within 0..1";
     return false;
   }
+  auto op = open_port(instance, target, why);
+  if (!op) return false;
+  if (op->ifindex < RL_FIRST_PORT_IFINDEX) {
+    why = target + " is not a testbed port";
+    return false;
+  }
+  sys::Fd m(bpf::attached_map_fd(op->ifindex, false, "port_info", why));
+  if (!m.valid()) return false;
+  const uint32_t slot = uint32_t(op->ifindex - RL_FIRST_PORT_IFINDEX);
+  rl_port_info info{};
+  if (bpf_map_lookup_elem(m.get(), &slot, &info) != 0) {
+    why = target + ": read port_info: " + std::strerror(errno);
+    return false;
+  }
+  info.loss = uint32_t(std::min(probability * 4294967296.0, 4294967295.0));
+  // splitmix64 of (seed, slot): a distinct, never-zero xorshift state per port.
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (slot + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  info.loss_rng = (z ^ (z >> 31)) | 1;
+  if (bpf_map_update_elem(m.get(), &slot, &info, BPF_EXIST) != 0) {
+    why = target + ": write port_info: " + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool set_port_pause(const std::string& instance, const std::string& target, uint32_t prio, bool paused,
+                    std::string& why) {
+  if (prio >= RL_NUM_PRIO) {
+    why = "expected a priority 0..7";
+    return false;
+  }
+  auto op = open_port(instance, target, why);
+  if (!op) return false;
+  auto& sock = op->sock;
   netlink::PauseSpec ps;
-  ps.ifindex = rtnl_link_get_ifindex(link);
-  ps.mtu = rtnl_link_get_mtu(link);
-  rtnl_link_put(link);
+  ps.ifindex = op->ifindex;
+  ps.mtu = op->mtu;
   ps.major = RL_HTB_MAJOR;
   ps.class_base = RL_CLASS_BASE;
   ps.prio = prio;

@@ -42,6 +42,12 @@ std::optional<std::vector<NodeRef>> instance_nodes(const std::string& instance, 
 
 namespace rocelab::fabric {
 
+// Sets the loss fault on the egress of NODE:PORT of a running instance: each data packet
+// leaving it is lost with `probability` (0 clears), drawn from a generator seeded by
+// (seed, port), and counted as drop reason fault_loss.
+bool set_port_loss(const std::string& instance, const std::string& target, double probability, uint64_t seed,
+                   std::string& why);
+
 // Pauses (or resumes) priority `prio` on the egress of NODE:PORT of a running instance, as
 // a received PFC XOFF (XON) does: the priority's TBF leaf goes to ~1000 B/s, queued
 // packets stay queued, other priorities keep flowing. Only PFC priorities can pause.

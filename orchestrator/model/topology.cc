@@ -674,7 +674,10 @@ class Builder {
     std::vector<std::string_view> names;
     for (size_t li : s_.nodes[ni].ports) names.push_back(s_.links[li].end(ni).ifname);
     std::string h = closest(ifname, names);
-    return h.empty() ? "" : " (did you mean '" + h + "'?)";
+    if (!h.empty()) return " (did you mean '" + h + "'?)";
+    std::string all;  // nothing close: name them (ports are named after their peer on switches)
+    for (size_t i = 0; i < names.size() && i < 8; ++i) all += (i ? ", " : "") + std::string(names[i]);
+    return names.empty() ? " (it has no ports)" : " (its ports: " + all + (names.size() > 8 ? ", ..." : "") + ")";
   }
 
   RawScenario& raw_;

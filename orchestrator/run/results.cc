@@ -61,7 +61,8 @@ void add_port_metrics(MetricSet& m, const std::vector<fabric::PortStats>& ports,
         auto l = labels;
         l["reason"] = std::string(bpf::kDropReasonNames[r]);
         m["drops"].samples.push_back(Sample{l, static_cast<double>(s.c.drops[r])});
-        if ((lossless_mask >> prio) & 1) lossless_drops += static_cast<double>(s.c.drops[r]);
+        // An injected loss is the wire's, not a broken lossless guarantee.
+        if ((lossless_mask >> prio) & 1 && r != RL_DROP_FAULT) lossless_drops += static_cast<double>(s.c.drops[r]);
       }
     }
   m["lossless_drops"] = MetricValue{MetricKind::kScalar, lossless_drops, {}};

@@ -10,6 +10,7 @@
 #include "fabric/realiser.h"
 #include "fabric/stats.h"
 #include "run/resolved.h"
+#include "run/faults.h"
 #include "run/workloads.h"
 #include "sys/host_info.h"
 
@@ -93,13 +94,14 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
   ordered_json phases = ordered_json::array();
   phases.push_back({{"name", "validate"}, {"status", "done"}});
   std::string blocker;
-  if (!s.faults.empty()) blocker = "the scenario has faults, and the fault timeline is not built yet";
-  else if (!s.capture.ports.empty()) blocker = "the scenario asks for packet capture, which is not built yet";
+  if (blocker = faults_not_built(s); !blocker.empty()) {
+  } else if (!s.capture.ports.empty()) blocker = "the scenario asks for packet capture, which is not built yet";
 
   model::MetricSet metrics = topology_metrics(s);
   auto scalar = [&](const char* name, double v) { metrics[name] = model::MetricValue{model::MetricKind::kScalar, v, {}}; };
   std::string invalid;  // why the run cannot be trusted (exit 2)
   ordered_json workloads_out;
+  ordered_json faults_out;
   if (opts.model_only) {
     const std::string note = "--model-only: no fabric was made; only the model's metrics exist";
     rep.notes.push_back(note);
@@ -134,6 +136,9 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
       } else {
         invalid = "connectivity check could not run: " + why;
       }
+      // The fault timeline's clock starts with the workloads'.
+      FaultTimeline timeline(s, s.name);
+      timeline.start();
       if (!s.workloads.empty() && blocker.empty()) {
         workload::RunnerOptions ro;
         ro.progress = [](const std::string& l) { spdlog::info("workloads: {}", l); };
@@ -151,6 +156,11 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
           phases.push_back({{"name", "workloads"}, {"status", "failed"}, {"why", why}});
         }
       }
+      if (s.workloads.empty()) timeline.wait_all();
+      timeline.stop();
+      faults_out = timeline.record();
+      for (const auto& r : faults_out) events.add("fault", r);
+      if (timeline.failed() && invalid.empty()) invalid = "a fault could not be applied (results.json faults)";
       std::vector<fabric::NodeRef> refs;
       for (size_t x = 0; x < f->plan().nodes.size(); ++x)
         refs.push_back({f->plan().nodes[x].node, f->plan().nodes[x].netns, f->netns_fd(x)});
@@ -211,7 +221,7 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
     }
   }
   if (s.workloads.empty()) phases.push_back({{"name", "workloads"}, {"status", "none"}});
-  phases.push_back({{"name", "faults"}, {"status", s.faults.empty() ? "none" : "not built"}});
+  phases.push_back({{"name", "faults"}, {"status", s.faults.empty() ? "none" : faults_out.empty() ? "not run" : "done"}});
 
   const auto finished = std::chrono::system_clock::now();
   rep.seconds = std::chrono::duration<double>(finished - started).count();
@@ -262,6 +272,7 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
   res["notes"] = rep.notes;
   res["metrics"] = metrics_json(metrics);
   if (!workloads_out.is_null()) res["workloads"] = workloads_out;
+  if (!faults_out.is_null()) res["faults"] = faults_out;
   res["assertions"] = assertions_json(rep.assertions);
   res["outcome"] = rep.outcome;
   res["exit_code"] = rep.exit_code;

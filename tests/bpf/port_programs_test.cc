@@ -274,6 +274,44 @@ TEST_F(PortPrograms, EveryDropReasonIsCountedUnderItsName) {
   EXPECT_EQ(at(kPortB, 0).ecn_marked - before.ecn_marked, 10u);
 }
 
+TEST_F(PortPrograms, LossFaultDropsItsShareRepeatablyAndCountsIt) {
+  set_config(base_config());
+  set_depth(3, 0);
+  auto with_loss = [&](double p, uint64_t rng) {
+    rl_port_info info{};
+    info.loss = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
+    info.loss_rng = rng;
+    std::string why;
+    ASSERT_TRUE(lab().progs->set_port_info(0, info, why)) << why;
+  };
+  auto lost = [&](uint32_t packets) {
+    rl_counters before = at(kPortA, 3);
+    run(egress(), udp_frame(26, 2), kPortA, packets);
+    rl_counters after = at(kPortA, 3);
+    for (int d = 0; d < RL_DROP__MAX; ++d)
+      if (d != RL_DROP_FAULT) EXPECT_EQ(after.drops[d], before.drops[d]);
+    EXPECT_EQ(after.tx_packets - before.tx_packets + after.drops[RL_DROP_FAULT] - before.drops[RL_DROP_FAULT], packets);
+    return after.drops[RL_DROP_FAULT] - before.drops[RL_DROP_FAULT];
+  };
+  with_loss(0.01, 0x1234567);
+  const uint64_t first = lost(20000);
+  EXPECT_GE(first, 140u);  // 1 % of 20,000 = 200, sd 14
+  EXPECT_LE(first, 260u);
+  with_loss(0.01, 0x1234567);  // the same seed: the same draws
+  EXPECT_EQ(lost(20000), first);
+  with_loss(0.01, 0x7654321);
+  EXPECT_NE(lost(20000), first);  // another seed, other draws (equal counts are possible but rare)
+  with_loss(0, 0x1234567);
+  EXPECT_EQ(lost(1000), 0u);
+  // A link losing everything still carries PFC: MAC control is never lost.
+  with_loss(1, 0x1234567);
+  EXPECT_EQ(lost(100), 100u);
+  rl_counters before = at(kPortA, 3);
+  EXPECT_EQ(run(egress(), udp_frame(26, 0, 0x8808), kPortA, 10).retval, 0);
+  EXPECT_EQ(at(kPortA, 3).drops[RL_DROP_FAULT], before.drops[RL_DROP_FAULT]);
+  with_loss(0, 0);
+}
+
 TEST_F(PortPrograms, IngressCountsWhatArrivesPerPriority) {
   int ingress_fd = -1;
   {
