@@ -37,7 +37,8 @@ sockaddr_in sock_addr(uint32_t addr, uint16_t port) {
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
 // A UDP socket made inside `netns`, bound to addr:port.
-std::optional<sys::Fd> udp_socket(const std::string& netns, uint32_t addr, uint16_t port, bool rx, std::string& why) {
+std::optional<sys::Fd> udp_socket(const std::string& netns, uint32_t addr, uint16_t port, bool rx, std::string& why,
+                                  uint8_t data_tos = kTosData) {
   auto ns = sys::open_named_netns(netns, why);
   if (!ns) return std::nullopt;
   auto scope = sys::NetnsScope::enter(ns->get(), why);
@@ -56,7 +57,7 @@ std::optional<sys::Fd> udp_socket(const std::string& netns, uint32_t addr, uint1
     if (setsockopt(fd.get(), SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof one) != 0) return why = errno_text("SO_RXQ_OVFL"), std::nullopt;
   } else {
     // DF set and unconnected: Linux writes IP ID 0, which the ICRC covers (wire.h Flow).
-    const int df = IP_PMTUDISC_DO, tos = kTosData;
+    const int df = IP_PMTUDISC_DO, tos = data_tos;
     if (setsockopt(fd.get(), IPPROTO_IP, IP_MTU_DISCOVER, &df, sizeof df) != 0 ||
         setsockopt(fd.get(), IPPROTO_IP, IP_TOS, &tos, sizeof tos) != 0 ||
         setsockopt(fd.get(), SOL_SOCKET, SO_NO_CHECK, &one, sizeof one) != 0) {
@@ -129,10 +130,10 @@ std::optional<size_t> Engine::add_endpoint(const EndpointSpec& spec, std::string
 
 std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_addr, uint32_t remote_qpn,
                                      uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
-                                     std::string& why) {
+                                     std::string& why, uint8_t tos) {
   Endpoint& e = *endpoints_.at(ep);
   if (e.qps.count(qpn)) return why = "QP " + std::to_string(qpn) + " exists on " + e.spec.name, std::nullopt;
-  auto fd = udp_socket(e.spec.netns, e.spec.addr, sport, false, why);
+  auto fd = udp_socket(e.spec.netns, e.spec.addr, sport, false, why, tos);
   if (!fd) return std::nullopt;
   auto q = std::unique_ptr<Qp>(new Qp{ep, RcQp(qpn, remote_qpn, send_psn, expect_psn, rc),
                                       ReactionPoint(dcqcn_, e.spec.line_bps), std::move(*fd),

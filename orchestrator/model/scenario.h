@@ -181,6 +181,7 @@ struct Workload {
   Bytes message{1024 * 1024};
   int qps = 1;
   int iterations = 10;
+  int dscp = 26;  // the RoCE traffic's DSCP (perftest --tclass >> 2): picks the priority
   Duration start{0};
   Position pos;
 };

@@ -202,6 +202,7 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
     if (!w.to.empty()) wj["to"] = w.to;
     wj["message"] = format_bytes(w.message);
     wj["qps"] = w.qps;
+    wj["dscp"] = w.dscp;
     wj["iterations"] = w.iterations;
     wj["start"] = format_duration(w.start);
     wl.push_back(wj);

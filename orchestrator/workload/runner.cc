@@ -145,6 +145,7 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
   std::mt19937_64 rng(s.seed ^ 0x776f726bull);
 
   auto add_flow = [&](size_t job, size_t src, size_t dst, uint64_t message, uint64_t per_qp, int qps) -> bool {
+    const uint8_t tos = uint8_t(jobs[job].w->dscp << 2 | 0x2);  // ECT(0): DCQCN needs marks
     if (!ensure_endpoint(src) || !ensure_endpoint(dst)) return false;
     Flow f;
     f.workload = job;
@@ -159,10 +160,10 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
       const auto& A = plan.nodes[src].ports[0];
       const auto& B = plan.nodes[dst].ports[0];
       auto x = eng.add_qp(endpoint[src], qa, B.addr, qb, engine::qp_source_port(s.seed, uint32_t(src), qa), pa, pb,
-                          rc, why);
+                          rc, why, tos);
       if (!x) return false;
       auto y = eng.add_qp(endpoint[dst], qb, A.addr, qa, engine::qp_source_port(s.seed, uint32_t(dst), qb), pb, pa,
-                          rc, why);
+                          rc, why, tos);
       if (!y) return false;
       f.qps.push_back({*x, *y});
     }
