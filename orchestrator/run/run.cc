@@ -145,9 +145,10 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
         ro.cancel = opts.cancel;
         events.add("phase", {{"name", "workloads"}, {"status", "started"}});
         if (auto wr = workload::run_workloads(s, f->plan(), ro, why)) {
-          add_workload_metrics(metrics, *wr, s.scale);
-          workloads_out = workloads_json(*wr, s.scale);
-          rep.table = workloads_table(*wr, s.scale);
+          const WorkloadAnalysis a = analyse_workloads(*wr, s.scale);
+          add_workload_metrics(metrics, *wr, a, s.scale);
+          workloads_out = workloads_json(*wr, a, s.scale);
+          rep.table = workloads_table(*wr, a, s.scale);
           phases.push_back({{"name", "workloads"}, {"status", "done"}, {"seconds", wr->seconds}});
           events.add("phase", {{"name", "workloads"}, {"status", "done"}, {"seconds", wr->seconds}});
           if (!wr->invalid.empty() && invalid.empty()) invalid = wr->invalid;

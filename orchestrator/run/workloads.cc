@@ -13,18 +13,20 @@ using model::MetricValue;
 using model::Sample;
 using nlohmann::ordered_json;
 
-namespace {
+WorkloadAnalysis analyse_workloads(const workload::WorkloadRun& r, const model::TimeScale& scale) {
+  struct Window {
+    const char* label;
+    double seconds;  // physical
+  };
+  constexpr Window kWindows[] = {{"100us", 100e-6}, {"200us", 200e-6}, {"500us", 500e-6}, {"1ms", 1e-3}};
+  WorkloadAnalysis a;
+  for (const auto& w : r.workloads) a.bottleneck.push_back(workload::utilization_while_all_send(r, w));
+  for (const auto& w : kWindows) a.fairness.push_back({w.label, workload::fairness(r, w.seconds * scale.factor())});
+  return a;
+}
 
-// The fairness windows, physical: each is a `window` label value of the fairness metrics.
-struct FairWindow {
-  const char* label;
-  double seconds;
-};
-constexpr FairWindow kFairWindows[] = {{"100us", 100e-6}, {"200us", 200e-6}, {"500us", 500e-6}, {"1ms", 1e-3}};
-
-}  // namespace
-
-void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, const model::TimeScale& scale) {
+void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, const WorkloadAnalysis& a,
+                          const model::TimeScale& scale) {
   const double d = scale.factor();
   auto series = [&](const char* name) -> MetricValue& {
     auto& v = m[name];
@@ -55,7 +57,8 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
   auto& jc = series("jct");
   auto& l50 = series("latency_p50");
   auto& l99 = series("latency_p99");
-  for (const auto& w : r.workloads) {
+  for (size_t wi = 0; wi < r.workloads.size(); ++wi) {
+    const auto& w = r.workloads[wi];
     const std::map<std::string, std::string> l{{"workload", w.name}};
     jc.samples.push_back(Sample{l, w.jct_s / d});
     if (w.type == "allreduce" || w.type == "alltoall") {
@@ -69,18 +72,18 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
     } else {
       wg.samples.push_back(Sample{l, w.goodput_bps * d});
       ru.samples.push_back(Sample{l, w.rx_utilization});
-      bu.samples.push_back(Sample{l, workload::utilization_while_all_send(r, w)});
+      bu.samples.push_back(Sample{l, a.bottleneck[wi]});
     }
   }
   auto& ft = series("fairness_time");
   auto& fsr = series("fair_share_ratio");
-  for (const auto& w : kFairWindows)
-    for (const auto& g : workload::fairness(r, w.seconds * d)) {
-      ft.samples.push_back(Sample{{{"to", g.to}, {"window", w.label}}, g.converge_s / d});
+  for (const auto& w : a.fairness)
+    for (const auto& g : w.groups) {
+      ft.samples.push_back(Sample{{{"to", g.to}, {"window", w.window}}, g.converge_s / d});
       for (size_t k = 0; k < g.flows.size(); ++k) {
         const auto& f = r.flows[g.flows[k]];
         fsr.samples.push_back(
-            Sample{{{"workload", f.workload}, {"from", f.from}, {"to", f.to}, {"window", w.label}}, g.share_ratio[k]});
+            Sample{{{"workload", f.workload}, {"from", f.from}, {"to", f.to}, {"window", w.window}}, g.share_ratio[k]});
       }
     }
   m["retransmits"] = MetricValue{MetricKind::kScalar, double(r.retransmitted), {}};
@@ -91,7 +94,7 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
   m["digest_errors"] = MetricValue{MetricKind::kScalar, digest_errors, {}};
 }
 
-ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeScale& scale) {
+ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalysis& a, const model::TimeScale& scale) {
   const double d = scale.factor();
   ordered_json flows = ordered_json::array();
   for (const auto& f : r.flows) {
@@ -104,7 +107,8 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeSca
                      {"digest_ok", f.digest_ok}, {"rate_trace", {{"columns", {"t_s", "rate_bps", "delivered_bytes"}}, {"rows", trace}}}});
   }
   ordered_json wls = ordered_json::array();
-  for (const auto& w : r.workloads) {
+  for (size_t wi = 0; wi < r.workloads.size(); ++wi) {
+    const auto& w = r.workloads[wi];
     ordered_json j{{"name", w.name}, {"type", w.type}, {"hosts", w.hosts}, {"message_bytes", w.message},
                    {"iterations", w.iterations}, {"jct_s", w.jct_s / d}};
     if (w.type == "allreduce" || w.type == "alltoall") {
@@ -117,13 +121,13 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeSca
     } else {
       j["goodput_bps"] = w.goodput_bps * d;
       j["rx_utilization"] = w.rx_utilization;
-      j["bottleneck_utilization"] = workload::utilization_while_all_send(r, w);
+      j["bottleneck_utilization"] = a.bottleneck[wi];
     }
     wls.push_back(j);
   }
   ordered_json fair = ordered_json::array();
-  for (const auto& w : kFairWindows)
-    for (const auto& g : workload::fairness(r, w.seconds * d)) {
+  for (const auto& w : a.fairness)
+    for (const auto& g : w.groups) {
       ordered_json names = ordered_json::array(), ratios = ordered_json::array(), rows = ordered_json::array();
       for (size_t k = 0; k < g.flows.size(); ++k) {
         const auto& f = r.flows[g.flows[k]];
@@ -135,7 +139,7 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeSca
         for (double v : row) x.push_back(v * d);
         rows.push_back(x);
       }
-      fair.push_back({{"to", g.to}, {"window", w.label}, {"tolerance", workload::kFairTolerance},
+      fair.push_back({{"to", g.to}, {"window", w.window}, {"tolerance", workload::kFairTolerance},
                       {"overlap_start_s", g.overlap_start_s / d}, {"overlap_s", g.overlap_s / d},
                       {"fair_share_bps", g.fair_share_bps * d},
                       {"converge_s", std::isfinite(g.converge_s) ? ordered_json(g.converge_s / d) : ordered_json()},
@@ -150,11 +154,12 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeSca
           {"fairness", fair}};
 }
 
-std::string workloads_table(const workload::WorkloadRun& r, const model::TimeScale& scale) {
+std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalysis& a, const model::TimeScale& scale) {
   const double d = scale.factor();
   std::string out;
   char line[512];
-  for (const auto& w : r.workloads) {
+  for (size_t wi = 0; wi < r.workloads.size(); ++wi) {
+    const auto& w = r.workloads[wi];
     if (w.type == "allreduce" || w.type == "alltoall") {
       std::snprintf(line, sizeof line,
                     "%s (%s, %zu ranks)\n#       size    count   type   redop    time   algbw   busbw\n"
@@ -183,7 +188,7 @@ std::string workloads_table(const workload::WorkloadRun& r, const model::TimeSca
       std::snprintf(line, sizeof line,
                     "%s (%s): %s total, job %.3f ms, busiest receiver %.1f %% busy (%.1f %% while all send)\n",
                     w.name.c_str(), w.type.c_str(), model::human_rate(w.goodput_bps * d).c_str(), w.jct_s / d * 1e3,
-                    w.rx_utilization * 100, workload::utilization_while_all_send(r, w) * 100);
+                    w.rx_utilization * 100, a.bottleneck[wi] * 100);
       out += line;
     }
   }
@@ -200,18 +205,21 @@ std::string workloads_table(const workload::WorkloadRun& r, const model::TimeSca
                   (unsigned long long)f.retransmitted, (unsigned long long)f.cnp_received, f.digest_ok ? "ok" : "BAD");
     out += line;
   }
-  for (const auto& g : workload::fairness(r, 500e-6 * d)) {
-    std::string shares;
-    for (double x : g.share_ratio) shares += (shares.empty() ? "" : " / ") + std::to_string(x).substr(0, 4);
-    const std::string when = std::isfinite(g.converge_s)
-                                 ? "within after " + std::to_string(g.converge_s / d * 1e3).substr(0, 5) + " ms"
-                                 : "NOT within by the end of the overlap";
-    std::snprintf(line, sizeof line,
-                  "fairness into %s: %zu flows over %.2f ms, fair share %s; every 500 us window %s "
-                  "(±%.0f %%); mean share %s\n",
-                  g.to.c_str(), g.flows.size(), g.overlap_s / d * 1e3, model::human_rate(g.fair_share_bps * d).c_str(),
-                  when.c_str(), workload::kFairTolerance * 100, shares.c_str());
-    out += line;
+  for (const auto& w : a.fairness) {
+    if (std::string_view(w.window) != "500us") continue;
+    for (const auto& g : w.groups) {
+      std::string shares;
+      for (double x : g.share_ratio) shares += (shares.empty() ? "" : " / ") + std::to_string(x).substr(0, 4);
+      const std::string when = std::isfinite(g.converge_s)
+                                   ? "within after " + std::to_string(g.converge_s / d * 1e3).substr(0, 5) + " ms"
+                                   : "NOT within by the end of the overlap";
+      std::snprintf(line, sizeof line,
+                    "fairness into %s: %zu flows over %.2f ms, fair share %s; every 500 us window %s "
+                    "(±%.0f %%); mean share %s\n",
+                    g.to.c_str(), g.flows.size(), g.overlap_s / d * 1e3, model::human_rate(g.fair_share_bps * d).c_str(),
+                    when.c_str(), workload::kFairTolerance * 100, shares.c_str());
+      out += line;
+    }
   }
   std::snprintf(line, sizeof line,
                 "engine: %llu retransmitted, %llu CNPs sent, %llu received, %llu bad ICRC; figures physical (D = %g)\n",

@@ -7,12 +7,26 @@
 
 #include "model/expect.h"
 #include "model/scenario.h"
+#include "workload/fairness.h"
 #include "workload/runner.h"
 
 namespace rocelab::run {
 
-void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, const model::TimeScale& scale);
-nlohmann::ordered_json workloads_json(const workload::WorkloadRun& r, const model::TimeScale& scale);
-std::string workloads_table(const workload::WorkloadRun& r, const model::TimeScale& scale);
+// What the metrics, the JSON and the table share, computed once per run.
+struct WorkloadAnalysis {
+  std::vector<double> bottleneck;  // per workload: utilization while every sender sends
+  struct Fair {
+    const char* window;  // the `window` label: 100us, 200us, 500us, 1ms (physical)
+    std::vector<workload::FairnessGroup> groups;
+  };
+  std::vector<Fair> fairness;
+};
+WorkloadAnalysis analyse_workloads(const workload::WorkloadRun& r, const model::TimeScale& scale);
+
+void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, const WorkloadAnalysis& a,
+                          const model::TimeScale& scale);
+nlohmann::ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalysis& a,
+                                      const model::TimeScale& scale);
+std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalysis& a, const model::TimeScale& scale);
 
 }  // namespace rocelab::run

@@ -42,14 +42,18 @@ def total(metric):
     return metric or 0
 
 
-@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
-class DcqcnOnOff(unittest.TestCase):
+class InTempDir(unittest.TestCase):
+    """Each test gets a scratch directory for its scenario copies and run directories."""
+
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="rocelab-wl-")
 
     def tearDown(self):
         shutil.rmtree(self.tmp)
 
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class DcqcnOnOff(InTempDir):
     def test_dcqcn_keeps_the_bottleneck_busy_with_far_fewer_pauses(self):
         src = os.path.join(SOURCE, "scenarios", "incast-dcqcn.yaml")
         inst = f"wl{os.getpid() % 100000}"
@@ -90,14 +94,8 @@ class DcqcnOnOff(unittest.TestCase):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
-class Fairness(unittest.TestCase):
+class Fairness(InTempDir):
     """scenarios/dcqcn-fairness.yaml under seeds 2 and 3 (CI runs the file's seed 1 as a scenario)."""
-
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="rocelab-fair-")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp)
 
     def test_second_qp_gets_its_share(self):
         src = os.path.join(SOURCE, "scenarios", "dcqcn-fairness.yaml")
@@ -129,14 +127,8 @@ class Fairness(unittest.TestCase):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
-class Loss(unittest.TestCase):
+class Loss(InTempDir):
     """scenarios/loss-recovery.yaml with seed 9 (CI runs the file's seed 3 as a scenario)."""
-
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="rocelab-loss-")
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp)
 
     def test_one_percent_loss_is_recovered_byte_exact(self):
         src = os.path.join(SOURCE, "scenarios", "loss-recovery.yaml")
