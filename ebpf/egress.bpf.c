@@ -141,22 +141,30 @@ static __always_inline int emit_pfc(struct __sk_buff *skb, const struct rl_confi
 /* PFC generation, triggered by egress occupancy (DESIGN.md §2 allows it: ingress-port
  * accounting drifts on this kernel). A packet that joins a lossless queue holding XOFF or
  * more pauses the port it came in on, again every Q/2 while it keeps coming; a packet that
- * finds the queue below XON resumes it. Ports that send nothing while paused are resumed
+ * finds its queue below XON resumes it once no other queue of the node holds the port's
+ * packets at XOFF (a packet to an idle port must not resume a congested one: that flapping
+ * let a spine send through its pauses). Ports that send nothing while paused are resumed
  * by their pause expiring, or by the agent. */
 enum rl_pfc_action { RL_PFC_NONE = 0, RL_PFC_XOFF = 1, RL_PFC_XON = 2 };
 
-static __always_inline int pfc_decide(__u32 occupancy, const struct rl_config *cfg, const struct rl_pfc_tx_state *st,
-				      __u64 since_ns, __u64 refresh_ns)
+static __always_inline int pfc_decide(__u32 occupancy, const struct rl_config *cfg, struct rl_pfc_tx_state *st,
+				      __u64 bit, __u64 since_ns, __u64 refresh_ns)
 {
-	if (occupancy >= cfg->pfc_xoff)
+	if (occupancy >= cfg->pfc_xoff) {
+		if (!(st->congested & bit))
+			__sync_fetch_and_or(&st->congested, bit);
 		return (!st->paused || since_ns >= refresh_ns) ? RL_PFC_XOFF : RL_PFC_NONE;
-	if (occupancy < cfg->pfc_xon && st->paused)
-		return RL_PFC_XON;
-	return RL_PFC_NONE;
+	}
+	if (occupancy >= cfg->pfc_xon)
+		return RL_PFC_NONE;
+	__u64 rest = st->congested;
+	if (rest & bit)
+		rest = __sync_fetch_and_and(&st->congested, ~bit);
+	return st->paused && !(rest & ~bit) ? RL_PFC_XON : RL_PFC_NONE;
 }
 
 static __always_inline void pfc_generate(struct __sk_buff *skb, const struct rl_config *cfg, __u32 prio,
-					 __u32 occupancy)
+					 __u32 occupancy, const struct rl_port_info *self)
 {
 	__u32 in = skb->ingress_ifindex;
 
@@ -168,9 +176,10 @@ static __always_inline void pfc_generate(struct __sk_buff *skb, const struct rl_
 
 	if (!st || !info)
 		return;
+	__u64 bit = 1ull << ((slot_of(skb->ifindex) - (self ? self->node_first_slot : 0)) & 63);
 	__u64 now = bpf_ktime_get_ns();
 	__u64 refresh_ns = (__u64)info->quantum_ps * cfg->pfc_quanta / 2000;
-	int action = pfc_decide(occupancy, cfg, st, now - st->last_sent_ns, refresh_ns);
+	int action = pfc_decide(occupancy, cfg, st, bit, now - st->last_sent_ns, refresh_ns);
 
 	if (action == RL_PFC_NONE)
 		return;
@@ -274,7 +283,7 @@ int rl_egress(struct __sk_buff *skb)
 		}
 	}
 	if ((cfg->pfc_mask >> prio) & 1)
-		pfc_generate(skb, cfg, prio, depth + skb->len);
+		pfc_generate(skb, cfg, prio, depth + skb->len, self);
 	if (cnt) {
 		cnt->depth_after = depth + skb->len;
 		__sync_fetch_and_add(&cnt->tx_packets, 1);

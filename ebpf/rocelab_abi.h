@@ -122,6 +122,9 @@ struct rl_port_info {
 /* Per (port slot, priority) of an ingress port: the XOFF this switch sent out of it. */
 struct rl_pfc_tx_state {
 	__u64 last_sent_ns; /* bpf_ktime_get_ns() of the last XOFF (refreshes go every Q/2) */
+	__u64 congested;    /* bit i: the node's port node_first_slot + i last saw this port's
+	                     * packets join its queue at >= XOFF (cleared below XON): XON waits
+	                     * for all, so a packet to an idle port never resumes a congested one */
 	__u32 paused;       /* an XOFF is in force at the peer, as far as we know */
 	__u32 pad;
 };
@@ -146,7 +149,7 @@ struct rl_depth_override {
 static_assert(sizeof(struct rl_counters) == 14 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16, "rl_config layout");
 static_assert(sizeof(struct rl_port_info) == 48, "rl_port_info layout");
-static_assert(sizeof(struct rl_pfc_tx_state) == 16, "rl_pfc_tx_state layout");
+static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
 #endif

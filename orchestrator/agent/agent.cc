@@ -315,7 +315,8 @@ class Agent {
       if (send(it->second.packet.get(), f.data(), f.size(), 0) == static_cast<ssize_t>(f.size())) {
         rl_pfc_tx_state next = states_[i];
         next.paused = drained ? 0 : 1;
-        if (!drained) next.last_sent_ns = now;
+        if (drained) next.congested = 0;  // every queue is below XON
+        else next.last_sent_ns = now;
         bpf_map_update_elem(tx_state_.get(), &keys_[i], &next, BPF_ANY);
         ++(drained ? xon_sent_ : xoff_refreshed_);
       }

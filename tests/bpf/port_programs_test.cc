@@ -23,6 +23,8 @@ namespace {
 
 constexpr int kPortA = RL_FIRST_PORT_IFINDEX;      // slot 0
 constexpr int kPortB = RL_FIRST_PORT_IFINDEX + 1;  // slot 1
+constexpr int kPortC = RL_FIRST_PORT_IFINDEX + 2;  // slot 2: a third port of the same node
+constexpr int kPortD = RL_FIRST_PORT_IFINDEX + 3;  // C's peer
 constexpr uint32_t kMB = 1 << 20;
 
 struct Lab {
@@ -56,17 +58,19 @@ Lab& lab() {
     }
     netlink::Batch b(*sock);
     b.add_veth({"pa", "pb", kPortA, kPortB, {2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, 1500, -1});
+    b.add_veth({"pc", "pd", kPortC, kPortD, {2, 0, 0, 0, 0, 3}, {2, 0, 0, 0, 0, 4}, 1500, -1});
     b.set_up(kPortB);
+    b.set_up(kPortD);
     if (auto s = b.flush(); !s.ok()) {
       x->why = s.text;
       return x;
     }
-    x->progs = bpf::PortPrograms::load(2, base_config(), x->why);
+    x->progs = bpf::PortPrograms::load(4, base_config(), x->why);
     if (!x->progs) return x;
-    x->counters = std::make_unique<bpf::Counters>(x->progs->counters_fd(), 2 * RL_NUM_PRIO);
+    x->counters = std::make_unique<bpf::Counters>(x->progs->counters_fd(), 4 * RL_NUM_PRIO);
     // Both ends carry the programs, as every fabric port does: a PFC clone redirected to
     // one end is rewritten by its egress and taken in by the other end's ingress.
-    for (int port : {kPortA, kPortB})
+    for (int port : {kPortA, kPortB, kPortC, kPortD})
       if (!x->progs->attach(port, x->why)) x->progs.reset();
     return x;
   }();
@@ -486,6 +490,44 @@ TEST_F(PortPrograms, XoffAndXonAreDecidedAtTheThresholds) {
   uint64_t tx0 = at(kPortB, 0).pfc_tx;
   run(egress(), udp_frame(0, 0), kPortA, 1, 0, kPortB);
   EXPECT_EQ(at(kPortB, 0).pfc_tx, tx0);
+}
+
+// XON waits for every queue the ingress port congested: B's packets fill A's queue (XOFF);
+// a packet of B's to C's idle queue must not resume B (that flapping let a paused spine
+// keep sending); once A's queue is below XON, B is resumed.
+TEST_F(PortPrograms, AnIdleQueueDoesNotResumeAPortAnotherQueueCongests) {
+  const uint32_t xoff = 100000, xon = 90000;
+  set_config(pfc_config(xoff, xon));
+  set_port_info(kPortA, {2, 0, 0, 0, 0, 1}, 5120000);
+  set_port_info(kPortB, {2, 0, 0, 0, 0, 2}, 5120000);
+  set_port_info(kPortC, {2, 0, 0, 0, 0, 3}, 5120000);
+  uint32_t key = 1 * RL_NUM_PRIO + 3;
+  rl_pfc_tx_state clear{};
+  ASSERT_EQ(bpf_map_update_elem(lab().progs->pfc_tx_state_fd(), &key, &clear, BPF_ANY), 0);
+  drain_events();
+  auto from_b_to = [&](int egress_port, uint32_t depth) {
+    set_depth(3, depth);
+    EXPECT_EQ(run(egress(), udp_frame(26, 2), egress_port, 1, 0, kPortB).retval, 0);
+    return drain_events();
+  };
+  auto ev = from_b_to(kPortA, 2 * xoff);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0].quanta, 0xffff);
+  EXPECT_TRUE(from_b_to(kPortC, 0).empty()) << "C is idle, but A still holds B's packets at XOFF";
+  EXPECT_TRUE(from_b_to(kPortC, 0).empty());
+  rl_pfc_tx_state st{};
+  ASSERT_EQ(bpf_map_lookup_elem(lab().progs->pfc_tx_state_fd(), &key, &st), 0);
+  EXPECT_EQ(st.paused, 1u);
+  EXPECT_EQ(st.congested, 1u) << "port A (the node's slot 0) congested";
+  // Both congested: A draining alone resumes nothing; C draining as well resumes B.
+  EXPECT_TRUE(from_b_to(kPortC, 2 * xoff).empty()) << "paused already, refresh not due";
+  EXPECT_TRUE(from_b_to(kPortA, 0).empty()) << "C still congested";
+  ev = from_b_to(kPortC, 0);
+  ASSERT_EQ(ev.size(), 1u) << "every queue below XON: resume";
+  EXPECT_EQ(ev[0].quanta, 0);
+  ASSERT_EQ(bpf_map_lookup_elem(lab().progs->pfc_tx_state_fd(), &key, &st), 0);
+  EXPECT_EQ(st.paused, 0u);
+  EXPECT_EQ(st.congested, 0u);
 }
 
 namespace {

@@ -231,7 +231,7 @@ class Spreading(unittest.TestCase):
               file=sys.stderr)
         self.assertGreater(pfc_spine, 0, "the spine side received PFC: its port to leaf2 paused")
         self.assertGreater(busy0, 0.8 * alone0, "priority 0 flows through the paused port")
-        self.assertLess(busy3, 0.8 * alone3, "the priority-3 victim is slowed (head-of-line blocking)")
+        self.assertLess(busy3, 0.7 * alone3, "the priority-3 victim is slowed (head-of-line blocking)")
         self.assertEqual(drops, 0)
 
 
