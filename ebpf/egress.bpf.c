@@ -25,6 +25,14 @@ struct {
 	__type(value, struct rl_pfc_tx_state);
 } pfc_tx_state SEC(".maps");
 
+/* Sized by the loader: one entry per port slot. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_port_headroom);
+} port_headroom SEC(".maps");
+
 /* Bytes queued in the HTB leaf class `classid` of the packet's device: the exact backlog
  * of the leaf qdisc, found through HTB's class hash (counting enqueues and dequeues drifts
  * on this kernel). 0 when the device's root qdisc is not HTB. */
@@ -266,7 +274,13 @@ int rl_egress(struct __sk_buff *skb)
 
 	/* A host NIC holds its own lossless traffic however long it is paused: the sender's
 	 * socket buffer fills and blocks it, as an RNIC's send queue backpressures. */
-	if (!host_lossless && depth + skb->len > cfg->queue_limit[prio]) {
+	__u32 limit = cfg->queue_limit[prio];
+	if (lossless && self) {
+		struct rl_port_headroom *h = bpf_map_lookup_elem(&port_headroom, &slot);
+		if (h && h->lossless_limit)
+			limit = h->lossless_limit;
+	}
+	if (!host_lossless && depth + skb->len > limit) {
 		if (cnt)
 			cnt->depth_after = depth;
 		return drop(cnt, lossless ? RL_DROP_HEADROOM : RL_DROP_QUEUE_FULL);

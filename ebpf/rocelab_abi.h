@@ -119,6 +119,18 @@ struct rl_port_info {
 	                   * and packet order lose the same packets (never 0 while loss is set) */
 };
 
+/* Per port slot: its PFC headroom (DESIGN.md §2) and what its lossless queues may hold.
+ * PFC is triggered by egress occupancy, so every other port of the node may still be
+ * sending into a queue after its XOFF went out: the limit is XOFF plus the sum of their
+ * headroom, capped at the node's buffer. Beyond it: drop reason "headroom". Written at
+ * `up`; the agent raises the budget when its measured reaction time outgrows it (§3). */
+struct rl_port_headroom {
+	__u32 base;           /* physical headroom: qos.pfc.headroom, or 2 x MTU */
+	__u32 headroom;       /* base + emulated rate x reaction budget */
+	__u32 lossless_limit; /* bytes a lossless queue of this port may hold (0: queue_limit) */
+	__u32 budget_us;      /* the reaction budget that headroom allows for, microseconds */
+};
+
 /* Per (port slot, priority) of an ingress port: the XOFF this switch sent out of it. */
 struct rl_pfc_tx_state {
 	__u64 last_sent_ns; /* bpf_ktime_get_ns() of the last XOFF (refreshes go every Q/2) */
@@ -151,6 +163,7 @@ static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRI
 static_assert(sizeof(struct rl_port_info) == 48, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
+static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
 #endif
 

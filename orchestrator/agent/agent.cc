@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 
+#include "bpf/headroom.h"
 #include "bpf/port_programs.h"
 #include "netlink/batch.h"
 #include "netlink/route_socket.h"
@@ -63,6 +64,7 @@ struct Port {
   netlink::PauseSpec pause[RL_NUM_PRIO];  // rate, MTU, limit of each PFC priority's TBF
   bool pausable[RL_NUM_PRIO] = {};
   rl_port_info info{};
+  rl_port_headroom headroom{};  // as `up` wrote it: the physical part (base) is kept
   sys::Fd packet;  // AF_PACKET, bound to the port: the XON the agent sends leaves here
 };
 
@@ -111,7 +113,11 @@ class Agent {
       why = "read port_config";
       return false;
     }
-    for (auto& [slot, p] : ports_) bpf_map_lookup_elem(info_.get(), &slot, &p.info);
+    for (auto& [slot, p] : ports_) {
+      bpf_map_lookup_elem(info_.get(), &slot, &p.info);
+      bpf_map_lookup_elem(headroom_.get(), &slot, &p.headroom);
+      budget_ns_ = std::max<uint64_t>(budget_ns_, uint64_t{p.headroom.budget_us} * 1000);
+    }
     rb_ = ring_buffer__new(events_.get(), &Agent::on_event, this, nullptr);
     if (!rb_) {
       why = "open the PFC event ring buffer";
@@ -196,8 +202,9 @@ class Agent {
         config_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "port_config", why));
         info_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "port_info", why));
         tx_state_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "pfc_tx_state", why));
+        headroom_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "port_headroom", why));
         events_ = sys::Fd(bpf::attached_map_fd(ifindex, true, "pfc_events", why));
-        if (!config_.valid() || !info_.valid() || !tx_state_.valid() || !events_.valid()) {
+        if (!config_.valid() || !info_.valid() || !tx_state_.valid() || !events_.valid() || !headroom_.valid()) {
           nl_cache_free(links);
           nl_cache_free(qdiscs);
           return false;
@@ -333,6 +340,7 @@ class Agent {
       size_t i = static_cast<size_t>(q / 100.0 * static_cast<double>(l.size()));
       return l[std::min(i, l.size() - 1)];
     };
+    raise_budget(pct(99));
     const std::string tmp = o_.stats_path + ".tmp";
     {
       std::ofstream f(tmp, std::ios::trunc);
@@ -340,9 +348,31 @@ class Agent {
         << ", \"refreshes\": " << refreshes_ << ", \"resumes\": " << resumes_ << ", \"expired\": " << expired_
         << ", \"paused_ns\": " << paused_now() << ", \"xon_sent\": " << xon_sent_ << ", \"xoff_refreshed\": " << xoff_refreshed_ << ", \"kicks\": " << kicks_ << ", \"reaction_ns\": {\"count\": " << l.size()
         << ", \"p50\": " << pct(50) << ", \"p99\": " << pct(99) << ", \"max\": " << (l.empty() ? 0 : l.back())
-        << "}}\n";
+        << "}, \"reaction_budget_ns\": " << budget_ns_ << ", \"budget_raises\": " << budget_raises_ << "}\n";
     }
     std::rename(tmp.c_str(), o_.stats_path.c_str());
+  }
+
+  // The measured reaction time fed into the headroom (DESIGN.md §2): once the p99 outgrows
+  // the budget the switches' headroom and lossless limits were computed for, recompute them
+  // for the p99. Hosts never drop their own lossless traffic: nothing to change there.
+  void raise_budget(uint64_t p99_ns) {
+    if (p99_ns <= budget_ns_) return;
+    budget_ns_ = p99_ns;
+    ++budget_raises_;
+    for (const Node& n : nodes_) {
+      std::vector<bpf::HeadroomPort> in;
+      for (uint32_t s : n.slots) {
+        const Port& p = ports_.at(s);
+        in.push_back({p.info.quantum_ps ? 512'000'000'000'000ull / p.info.quantum_ps : 0, p.headroom.base});
+      }
+      if (n.slots.empty() || (ports_.at(n.slots.front()).info.flags & RL_PORT_HOST)) continue;
+      auto h = bpf::node_headroom(in, cfg_.pfc_xoff, cfg_.buffer_size, budget_ns_);
+      for (size_t i = 0; i < n.slots.size(); ++i) {
+        uint32_t key = n.slots[i];
+        if (bpf_map_update_elem(headroom_.get(), &key, &h[i], BPF_EXIST) == 0) ports_.at(key).headroom = h[i];
+      }
+    }
   }
 
   // Port-priority pause time so far, pauses still in force included (emulated ns).
@@ -358,14 +388,14 @@ class Agent {
   std::vector<Node> nodes_;
   std::map<uint32_t, Port> ports_;
   std::map<uint64_t, Paused> paused_;
-  sys::Fd config_, info_, tx_state_, events_;
+  sys::Fd config_, info_, tx_state_, events_, headroom_;
   rl_config cfg_{};
   ring_buffer* rb_ = nullptr;
   std::vector<uint32_t> keys_;
   std::vector<rl_pfc_tx_state> states_;
   std::vector<uint64_t> latencies_;
   uint64_t events_seen_ = 0, ignored_ = 0, pauses_ = 0, refreshes_ = 0, resumes_ = 0, expired_ = 0, xon_sent_ = 0,
-           kicks_ = 0, xoff_refreshed_ = 0, paused_ns_ = 0;
+           kicks_ = 0, xoff_refreshed_ = 0, paused_ns_ = 0, budget_ns_ = 0, budget_raises_ = 0;
 };
 
 }  // namespace

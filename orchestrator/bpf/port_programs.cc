@@ -52,6 +52,7 @@ std::unique_ptr<PortPrograms> PortPrograms::load(size_t ports, const rl_config& 
   bpf_map__set_max_entries(p->eg_->maps.port_counters, slots * RL_NUM_PRIO);
   bpf_map__set_max_entries(p->eg_->maps.pfc_tx_state, slots * RL_NUM_PRIO);
   bpf_map__set_max_entries(p->eg_->maps.port_info, slots);
+  bpf_map__set_max_entries(p->eg_->maps.port_headroom, slots);
   if (int e = egress__load(p->eg_); e) {
     why = err("load egress.bpf.o (verifier log above with -v)", e);
     return nullptr;
@@ -94,6 +95,16 @@ bool PortPrograms::set_port_info(size_t slot, const rl_port_info& info, std::str
   return true;
 }
 
+bool PortPrograms::set_port_headroom(size_t slot, const rl_port_headroom& h, std::string& why) {
+  auto key = static_cast<uint32_t>(slot);
+  if (bpf_map_update_elem(port_headroom_fd(), &key, &h, BPF_ANY) != 0) {
+    why = err("write port_headroom of slot " + std::to_string(slot), errno);
+    return false;
+  }
+  return true;
+}
+
+int PortPrograms::port_headroom_fd() const { return bpf_map__fd(eg_->maps.port_headroom); }
 int PortPrograms::pfc_events_fd() const { return bpf_map__fd(in_->maps.pfc_events); }
 int PortPrograms::pfc_tx_state_fd() const { return bpf_map__fd(eg_->maps.pfc_tx_state); }
 int PortPrograms::ingress_fd() const { return bpf_program__fd(in_->progs.rl_ingress); }

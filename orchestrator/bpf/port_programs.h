@@ -53,10 +53,12 @@ class PortPrograms {
   // calling thread's network namespace.
   bool attach(int ifindex, std::string& why);
   bool set_port_info(size_t slot, const rl_port_info& info, std::string& why);
+  bool set_port_headroom(size_t slot, const rl_port_headroom& h, std::string& why);
   int egress_fd() const;
   int ingress_fd() const;
   int pfc_events_fd() const;    // ring buffer of rl_pfc_event
   int pfc_tx_state_fd() const;
+  int port_headroom_fd() const;
   int counters_fd() const;
   int depth_override_fd() const;
   int config_fd() const;

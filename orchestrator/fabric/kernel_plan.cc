@@ -72,6 +72,7 @@ std::string format_mac(const netlink::Mac& m) {
 KernelPlan plan_kernel(const model::Scenario& s) {
   KernelPlan kp;
   kp.port_config = make_port_config(s.qos);
+  if (s.qos.pfc.headroom) kp.pfc_headroom = static_cast<uint32_t>(std::min<uint64_t>(s.qos.pfc.headroom->n, UINT32_MAX));
   kp.nodes.resize(s.nodes.size());
   // Port index of every link end, for the peer fields.
   std::vector<std::pair<size_t, size_t>> port_of(s.links.size(), {0, 0});  // (a's port, b's port)
@@ -132,6 +133,12 @@ KernelPlan plan_kernel(const model::Scenario& s) {
   for (size_t li = 0; li < s.links.size(); ++li)
     kp.veths.push_back({s.links[li].a.node, port_of[li].first, s.links[li].b.node, port_of[li].second});
   return kp;
+}
+
+std::vector<bpf::HeadroomPort> headroom_inputs(const KernelPlan& kp, const NodePlan& np) {
+  std::vector<bpf::HeadroomPort> out;
+  for (const PortPlan& p : np.ports) out.push_back({p.rate_bps, kp.pfc_headroom ? kp.pfc_headroom : 2 * p.mtu});
+  return out;
 }
 
 }  // namespace rocelab::fabric

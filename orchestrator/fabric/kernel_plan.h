@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "bpf/headroom.h"
 #include "model/scenario.h"
 #include "netlink/batch.h"
 #include "rocelab_abi.h"
@@ -60,11 +61,15 @@ struct VethPlan {
 struct KernelPlan {
   size_t ports = 0;             // slots in use
   rl_config port_config{};      // what every port program shares
+  uint32_t pfc_headroom = 0;    // qos.pfc.headroom: every port's physical headroom (0: 2 x its MTU)
   std::vector<NodePlan> nodes;  // same order as Scenario::nodes
   std::vector<VethPlan> veths;  // same order as Scenario::links
 };
 
 KernelPlan plan_kernel(const model::Scenario& s);
+
+// The headroom inputs of a node's ports (same order): emulated rate and physical headroom.
+std::vector<bpf::HeadroomPort> headroom_inputs(const KernelPlan& kp, const NodePlan& np);
 
 // Locally administered unicast MAC 02:SS:NN:NN:PP:PP (S seed, N node, P port).
 netlink::Mac port_mac(uint64_t seed, size_t node, size_t port);

@@ -17,6 +17,7 @@
 #include <map>
 #include <sstream>
 
+#include "bpf/headroom.h"
 #include "bpf/port_programs.h"
 #include "fabric/port_config.h"
 #include "netlink/batch.h"
@@ -215,6 +216,12 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
       info.node_ports = static_cast<uint32_t>(np.ports.size());
       if (!progs->set_port_info(p.slot, info, why)) return false;
     }
+  for (const NodePlan& np : plan_.nodes) {
+    const auto h = bpf::node_headroom(headroom_inputs(plan_, np), plan_.port_config.pfc_xoff,
+                                      plan_.port_config.buffer_size, bpf::kInitialReactionBudgetNs);
+    for (size_t i = 0; i < np.ports.size(); ++i)
+      if (!progs->set_port_headroom(np.ports[i].slot, h[i], why)) return false;
+  }
 
   const size_t n = plan_.nodes.size();
   nodes_.resize(n);
@@ -294,6 +301,11 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
       // bfifo is a backstop: the egress program admits against queue_limit first and
       // counts what it refuses by name.
       for (int q = 0; q < RL_NUM_PRIO; ++q) sch.fifo_limit[q] = plan_.port_config.queue_limit[q] + 64 * 1024;
+      // Lossless queues stop at XOFF + headroom, which the agent may raise: at most the pool.
+      const uint32_t pool = plan_.port_config.buffer_size;
+      for (int q = 0; q < RL_NUM_PRIO; ++q)
+        if ((plan_.port_config.lossless_mask >> q) & 1)
+          sch.fifo_limit[q] = pool ? std::max(sch.fifo_limit[q], pool + 64 * 1024) : kHostLosslessLimit;
       // A host holds its paused lossless traffic until its senders block (the socket
       // buffers fill first): room far beyond any send buffer.
       if (np.host)

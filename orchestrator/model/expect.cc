@@ -43,8 +43,13 @@ const std::vector<MetricInfo>& metric_registry() {
        "agent reaction: PFC frame arrival (BPF timestamp) to pause in effect, median"},
       {"pfc_reaction_p99", MetricKind::kScalar, "s", {}, "the same, 99th percentile"},
       {"pfc_headroom_needed", MetricKind::kScalar, "bytes", {},
-       "2 x MTU + the fastest port's emulated rate x pfc_reaction_p99: what may arrive after XOFF"},
-      {"pfc_headroom", MetricKind::kScalar, "bytes", {}, "room a lossless queue has above XOFF"},
+       "the fastest switch port's physical headroom (qos.pfc.headroom or 2 x MTU) + its emulated rate x "
+       "pfc_reaction_p99: what may still arrive through it after XOFF"},
+      {"pfc_headroom", MetricKind::kScalar, "bytes", {},
+       "the headroom that port has: physical + emulated rate x pfc_reaction_budget (each lossless queue holds "
+       "XOFF + the headroom of the node's other ports; beyond it, drop reason headroom)"},
+      {"pfc_reaction_budget", MetricKind::kScalar, "s", {},
+       "the agent reaction time headroom allows for: 50 ms, raised to the measured p99 when that is larger"},
       {"lossless_drops", MetricKind::kScalar, "count", {}, "packets the switches and NICs dropped on lossless priorities, any reason but an injected loss fault"},
       {"shaper_tx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"},
        "bytes each HTB priority class sent (the shaper's own count)"},

@@ -278,6 +278,39 @@ TEST_F(PortPrograms, EveryDropReasonIsCountedUnderItsName) {
   EXPECT_EQ(at(kPortB, 0).ecn_marked - before.ecn_marked, 10u);
 }
 
+// A switch port's lossless queues stop at its lossless_limit (XOFF + the headroom of the
+// node's other ports), counted as headroom; a lossy queue of the same port keeps its own
+// limit; a host NIC never drops its own lossless traffic, whatever its entry says.
+TEST_F(PortPrograms, LosslessQueuesStopAtXoffPlusHeadroom) {
+  rl_config c = base_config();
+  c.queue_limit[0] = 64 * 1024;
+  set_config(c);
+  const uint32_t limit = 300000, len = 128;
+  rl_port_headroom h{2 * 1500, 150000, limit, 50000};
+  std::string why;
+  ASSERT_TRUE(lab().progs->set_port_headroom(1, h, why)) << why;
+  auto admitted = [&](uint8_t dscp, uint32_t prio, uint32_t depth) {
+    set_depth(prio, depth);
+    rl_counters before = at(kPortB, prio);
+    int rv = run(egress(), udp_frame(dscp, 2), kPortB).retval;
+    rl_counters after = at(kPortB, prio);
+    EXPECT_EQ(after.tx_packets - before.tx_packets, rv == 0 ? 1u : 0u);
+    const int reason = prio == 3 ? RL_DROP_HEADROOM : RL_DROP_QUEUE_FULL;
+    EXPECT_EQ(after.drops[reason] - before.drops[reason], rv == 0 ? 0u : 1u);
+    return rv == 0;
+  };
+  EXPECT_TRUE(admitted(26, 3, limit - len)) << "exactly at the limit";
+  EXPECT_FALSE(admitted(26, 3, limit - len + 1)) << "one byte beyond: headroom overflow";
+  EXPECT_FALSE(admitted(26, 3, kMB)) << "the config's 4 MB queue_limit no longer governs it";
+  EXPECT_FALSE(admitted(0, 0, 64 * 1024)) << "lossy: its own queue limit";
+  rl_port_info host{};
+  host.flags = RL_PORT_HOST;
+  ASSERT_TRUE(lab().progs->set_port_info(1, host, why)) << why;
+  EXPECT_TRUE(admitted(26, 3, 2 * limit)) << "a host NIC holds its own lossless traffic";
+  ASSERT_TRUE(lab().progs->set_port_info(1, rl_port_info{}, why)) << why;
+  ASSERT_TRUE(lab().progs->set_port_headroom(1, rl_port_headroom{}, why)) << why;
+}
+
 TEST_F(PortPrograms, LossFaultDropsItsShareRepeatablyAndCountsIt) {
   set_config(base_config());
   set_depth(3, 0);

@@ -47,13 +47,13 @@ class Incast(unittest.TestCase):
             self.assertEqual(r.returncode, 0, r.stderr)
         subprocess.run(["rm", "-rf", self.tmp])
 
-    def up(self, senders, profile):
+    def up(self, senders, profile, qos=""):
         self.instance = f"in{PID % 100000}{senders}{profile[0]}"
         hosts = "".join(f"  - {{name: h{i}, kind: host}}\n" for i in range(1, senders + 2))
         links = "".join(f"  - {{endpoints: [h{i}, sw]}}\n" for i in range(1, senders + 2))
         path = os.path.join(self.tmp, f"{self.instance}.yaml")
         with open(path, "w") as f:
-            f.write(f"name: {self.instance}\nscale: 1000\ndefaults: {{rate: 100G}}\nqos: {{profile: {profile}}}\n"
+            f.write(f"name: {self.instance}\nscale: 1000\ndefaults: {{rate: 100G}}\nqos: {{profile: {profile}{qos}}}\n"
                     f"nodes:\n  - {{name: sw, kind: switch}}\n{hosts}links:\n{links}")
         r = rocelab("up", path)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -149,6 +149,24 @@ class Incast(unittest.TestCase):
     def test_incast_7_to_1_is_lossless(self):
         agent = self.incast(7, seconds=6.0)  # long enough for well over 1,000 pauses
         self.assertGreaterEqual(agent["reaction_ns"]["count"], 1000, "latency over >= 1,000 pause events")
+
+    def test_a_buffer_without_room_for_headroom_drops_lossless_as_headroom(self):
+        # XOFF 128 KB in a 140 KB buffer: ~3 MTU of room where 3 ports need 3 x (2 MTU + what
+        # 100 Mbit/s carries while the agent reacts). The overflow is counted, and named.
+        rx, dst = self.up(3, "roce-lossless", ", buffer: {size: 140KB}")
+        sent, received, _ = self.blast(3, rx, dst, seconds=3.0)
+        ports = self.stats()
+        q = {p["prio"]: p for p in self.stats(f"sw:{rx}")[0]["priorities"]}
+        reasons = {r: n for r, n in q[3]["drops"].items() if n}
+        where = {f"{p['node']}:{p['port']}/{x['prio']}/{r}": n for p in ports for x in p["priorities"]
+                 for r, n in x["drops"].items() if n}
+        pfc = sum(x["pfc_tx"] for p in ports if p["node"] == "sw" for x in p["priorities"])
+        print(f"\n3:1 lossless in a 140 KB buffer: sent {sent}, received {received}, drops {where}, "
+              f"PFC frames the switch sent {pfc}", file=sys.stderr)
+        self.assertGreater(pfc, 0, "PFC still paused the senders")
+        self.assertGreater(reasons.get("headroom", 0), 0, "the overflow is a headroom drop")
+        self.assertEqual(set(reasons), {"headroom"})
+        self.assertEqual(sent - received, reasons["headroom"], "every datagram lost is a counted headroom drop")
 
     def test_the_same_incast_lossy_drops_and_says_why(self):
         rx, dst = self.up(2, "lossy")

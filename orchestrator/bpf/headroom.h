@@ -1,0 +1,32 @@
+// PFC headroom (DESIGN.md §2, §3): what a port may still receive after its XOFF went out,
+// and from it what each lossless queue of a switch may hold. Pure arithmetic, shared by
+// `up` (the budget before anything is measured) and the agent (which raises the budget to
+// its measured p99 reaction time).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "rocelab_abi.h"
+
+namespace rocelab::bpf {
+
+// The agent's reaction budget before it has measured any: covers the p99 seen on a loaded
+// 2-core machine (2-25 ms) with room to spare.
+inline constexpr uint64_t kInitialReactionBudgetNs = 50'000'000;
+
+struct HeadroomPort {
+  uint64_t rate_bps = 0;  // emulated
+  uint32_t base = 0;      // physical headroom: qos.pfc.headroom, or 2 x MTU
+};
+
+// One port's headroom: base + what its emulated rate carries during the budget.
+uint32_t port_headroom(const HeadroomPort& p, uint64_t budget_ns);
+
+// The entries of one node's ports (same order): each lossless queue may hold XOFF + the
+// headroom of every other port of the node (each may be sending into it when the queue
+// reaches XOFF), at most `buffer` (0: no cap).
+std::vector<rl_port_headroom> node_headroom(const std::vector<HeadroomPort>& ports, uint32_t xoff, uint32_t buffer,
+                                            uint64_t budget_ns);
+
+}  // namespace rocelab::bpf
