@@ -149,6 +149,20 @@ struct rl_pfc_event {
 	__u16 quanta; /* 0 = XON */
 };
 
+/* Per (port slot, priority) of a port that honours PFC: pause_watch.bpf.c's view of the
+ * pause mechanism. The agent writes since_ns once the pause is in effect (the qdisc change
+ * acknowledged) and zeroes it before it resumes. A data packet of that priority the port
+ * dequeues in between is within the reaction allowance while it fits in one max-size frame
+ * (802.1Qbb lets a transmitter react within a bounded delay; the TBF that pauses refills
+ * its one-frame bucket at the change), and a leak beyond it: a paused priority stops. */
+struct rl_pause_state {
+	__u64 since_ns;       /* bpf_ktime_get_ns() the pause took effect; 0: not paused */
+	__s64 allowance;      /* bytes this pause may still let out (the agent sets one frame) */
+	__u64 tail_packets;   /* sent within the allowance */
+	__u64 leaked_packets; /* sent beyond it */
+	__u64 leaked_bytes;
+};
+
 /* bpf test tier only: BPF_PROG_TEST_RUN runs on loopback (no HTB), so the queue depth the
  * egress program would read from the port's HTB class is injected here instead. */
 struct rl_depth_override {
@@ -164,6 +178,7 @@ static_assert(sizeof(struct rl_port_info) == 48, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
+static_assert(sizeof(struct rl_pause_state) == 40, "rl_pause_state layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
 #endif
 

@@ -24,8 +24,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "bpf/headroom.h"
+#include "bpf/pause_watch.h"
 #include "bpf/port_programs.h"
 #include "netlink/batch.h"
 #include "netlink/route_socket.h"
@@ -117,6 +119,12 @@ class Agent {
       bpf_map_lookup_elem(info_.get(), &slot, &p.info);
       bpf_map_lookup_elem(headroom_.get(), &slot, &p.headroom);
       budget_ns_ = std::max<uint64_t>(budget_ns_, uint64_t{p.headroom.budget_us} * 1000);
+    }
+    // The watcher holds the agent to account: what a paused port still sends is counted.
+    watch_ = bpf::PauseWatch::start(info_.get(), why);
+    if (!watch_) {
+      why = "pause watcher: " + why;
+      return false;
     }
     rb_ = ring_buffer__new(events_.get(), &Agent::on_event, this, nullptr);
     if (!rb_) {
@@ -227,10 +235,14 @@ class Agent {
     Node& n = nodes_[p.node];
     netlink::PauseSpec spec = p.pause[prio];
     spec.paused = on;
+    // Unmarked before a resume, so the drain is not taken for a leak; marked once the
+    // pause is acknowledged, so anything sent from then on is one.
+    if (!on) watch_->mark(p.slot, prio, 0);
     netlink::Batch b(*n.rtnl);  // the socket lives in the node's namespace already
     b.set_pause(spec);
     if (!b.flush().ok()) return false;
-    if (!on) kick(p);
+    if (on) watch_->mark(p.slot, prio, now_ns(), spec.mtu + 14 + netlink::kPauseBucketMargin);  // TBF's bucket
+    else kick(p);
     return true;
   }
 
@@ -348,9 +360,31 @@ class Agent {
         << ", \"refreshes\": " << refreshes_ << ", \"resumes\": " << resumes_ << ", \"expired\": " << expired_
         << ", \"paused_ns\": " << paused_now() << ", \"xon_sent\": " << xon_sent_ << ", \"xoff_refreshed\": " << xoff_refreshed_ << ", \"kicks\": " << kicks_ << ", \"reaction_ns\": {\"count\": " << l.size()
         << ", \"p50\": " << pct(50) << ", \"p99\": " << pct(99) << ", \"max\": " << (l.empty() ? 0 : l.back())
-        << "}, \"reaction_budget_ns\": " << budget_ns_ << ", \"budget_raises\": " << budget_raises_ << "}\n";
+        << "}, \"reaction_budget_ns\": " << budget_ns_ << ", \"budget_raises\": " << budget_raises_;
+      write_leaks(f);
+      f << "}\n";
     }
     std::rename(tmp.c_str(), o_.stats_path.c_str());
+  }
+
+  // What paused port-priorities still sent: within the one-frame allowance (the tail), and
+  // beyond it (leaks: totals, and each port-priority that leaked).
+  void write_leaks(std::ostream& f) const {
+    uint64_t packets = 0, bytes = 0, tail = 0;
+    std::string each;
+    for (const auto& [slot, p] : ports_)
+      for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
+        if (!p.pausable[q]) continue;
+        const rl_pause_state st = watch_->read(slot, q);
+        packets += st.leaked_packets;
+        tail += st.tail_packets;
+        bytes += st.leaked_bytes;
+        if (!st.leaked_packets) continue;
+        each += std::string(each.empty() ? "" : ", ") + "{\"node\": \"" + nodes_[p.node].name + "\", \"port\": \"" +
+                p.name + "\", \"prio\": " + std::to_string(q) + ", \"packets\": " +
+                std::to_string(st.leaked_packets) + ", \"bytes\": " + std::to_string(st.leaked_bytes) + "}";
+      }
+    f << ", \"pause_tail_packets\": " << tail << ", \"leaked_packets\": " << packets << ", \"leaked_bytes\": " << bytes << ", \"leaks\": [" << each << "]";
   }
 
   // The measured reaction time fed into the headroom (DESIGN.md §2): once the p99 outgrows
@@ -391,6 +425,7 @@ class Agent {
   sys::Fd config_, info_, tx_state_, events_, headroom_;
   rl_config cfg_{};
   ring_buffer* rb_ = nullptr;
+  std::unique_ptr<bpf::PauseWatch> watch_;
   std::vector<uint32_t> keys_;
   std::vector<rl_pfc_tx_state> states_;
   std::vector<uint64_t> latencies_;
@@ -402,8 +437,12 @@ class Agent {
 
 bool run(const Options& o, std::string& why) {
   Agent a(o);
-  if (!a.setup(why)) return false;
-  return a.loop(why);
+  if (a.setup(why)) return a.loop(why);
+  // The agent's stdio is /dev/null: say why where `run` and `stats` look for its figures.
+  nlohmann::json j{{"error", why}};
+  if (std::ofstream f(o.stats_path + ".tmp", std::ios::trunc); f << j.dump() << "\n")
+    std::rename((o.stats_path + ".tmp").c_str(), o.stats_path.c_str());
+  return false;
 }
 
 }  // namespace rocelab::agent

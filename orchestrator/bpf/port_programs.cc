@@ -104,6 +104,7 @@ bool PortPrograms::set_port_headroom(size_t slot, const rl_port_headroom& h, std
   return true;
 }
 
+int PortPrograms::port_info_fd() const { return bpf_map__fd(eg_->maps.port_info); }
 int PortPrograms::port_headroom_fd() const { return bpf_map__fd(eg_->maps.port_headroom); }
 int PortPrograms::pfc_events_fd() const { return bpf_map__fd(in_->maps.pfc_events); }
 int PortPrograms::pfc_tx_state_fd() const { return bpf_map__fd(eg_->maps.pfc_tx_state); }

@@ -59,6 +59,7 @@ class PortPrograms {
   int pfc_events_fd() const;    // ring buffer of rl_pfc_event
   int pfc_tx_state_fd() const;
   int port_headroom_fd() const;
+  int port_info_fd() const;
   int counters_fd() const;
   int depth_override_fd() const;
   int config_fd() const;

@@ -7,6 +7,7 @@
 #include <linux/if.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "bpf/headroom.h"
@@ -345,6 +348,7 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
 bool Fabric::start_agent(std::string& why) {
   if (!plan_.port_config.pfc_mask) return true;  // nothing to pause: no agent needed
   agent_stats_ = agent_stats_path(instance_);
+  unlink(agent_stats_.c_str());  // a crashed run's copy would read as ready
   if (!log_->append({"file " + agent_stats_}, why)) return false;
   auto sp = sys::spawn_self({"agent", "--instance", instance_}, why);
   if (!sp) return false;
@@ -354,7 +358,29 @@ bool Fabric::start_agent(std::string& why) {
     why = "start the agent: " + std::string(std::strerror(errno));
     return false;
   }
-  return true;
+  // Ready once it has written its first figures (every port found, its watcher attached):
+  // traffic sent before then would meet nobody honouring PFC. If it failed, it says why there.
+  for (int waited_ms = 0;; waited_ms += 10) {
+    if (std::ifstream f(agent_stats_); f) {
+      std::stringstream text;
+      text << f.rdbuf();
+      auto j = nlohmann::json::parse(text.str(), nullptr, false);
+      if (j.is_object() && j.contains("error") && j["error"].is_string()) {
+        why = "the PFC agent: " + j["error"].get<std::string>();
+        return false;
+      }
+      return true;
+    }
+    if (waitpid(sp->pid, nullptr, WNOHANG) == sp->pid) {
+      why = "the PFC agent exited before it was ready";
+      return false;
+    }
+    if (waited_ms >= 30'000) {
+      why = "the PFC agent was not ready after 30 s";
+      return false;
+    }
+    usleep(10'000);
+  }
 }
 
 std::string agent_stats_path(const std::string& instance) {

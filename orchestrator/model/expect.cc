@@ -39,6 +39,12 @@ const std::vector<MetricInfo>& metric_registry() {
       {"agent_pauses", MetricKind::kScalar, "count", {}, "pauses the agent put in force on received PFC"},
       {"pause_time", MetricKind::kScalar, "s", {},
        "time port priorities spent paused by received PFC, summed over ports (physical: emulated / D)"},
+      {"pfc_leaks", MetricKind::kScalar, "count", {},
+       "data packets a port sent on a paused priority beyond one frame per pause: leaks of the pause mechanism, "
+       "counted at the qdisc's dequeue from when the pause took effect (outside the mechanism)"},
+      {"pfc_pause_tail", MetricKind::kScalar, "count", {},
+       "data packets a port sent on a paused priority within one frame per pause (the reaction allowance; "
+       "the pausing TBF refills its one-frame bucket at each change)"},
       {"pfc_reaction_p50", MetricKind::kScalar, "s", {},
        "agent reaction: PFC frame arrival (BPF timestamp) to pause in effect, median"},
       {"pfc_reaction_p99", MetricKind::kScalar, "s", {}, "the same, 99th percentile"},

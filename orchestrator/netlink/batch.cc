@@ -244,8 +244,13 @@ void Batch::set_pause(const PauseSpec& p) {
   // Above the port's rate TBF never holds anything back: HTB's class shapes. (libnl takes
   // the rate as int bytes/s: a port faster than 17 Gbit/s emulated resumes to that cap.)
   const int line = static_cast<int>(std::min<uint64_t>(p.rate_bps / 8, INT32_MAX));
-  const int rate = p.paused ? 1000 : line;
-  const int bucket = p.paused ? frame : std::max(2 * frame, line / 1000);
+  // Paused: a trickle of one bucket per <= 4 s. The bucket (one frame and a margin: the
+  // kernel derives the largest admissible packet from bucket / rate, rounding down) must
+  // stay, as TBF drops a packet larger than it at enqueue; and bucket / rate must stay under
+  // 2^32 ns (4.29 s), which the conversion to the kernel's units wraps past (measured: at
+  // 17 s every packet was dropped): a slower pause is a lossy one.
+  const int bucket = p.paused ? frame + kPauseBucketMargin : std::max(2 * frame, line / 1000);
+  const int rate = p.paused ? std::max(1000, (bucket + 3) / 4) : line;
   rtnl_qdisc_tbf_set_limit(q.get(), static_cast<int>(std::min<uint32_t>(p.limit, INT32_MAX)));
   rtnl_qdisc_tbf_set_rate(q.get(), rate, bucket, 0);
   nl_msg* msg = nullptr;

@@ -57,8 +57,9 @@ struct SchedulerSpec {
 };
 
 // Pausing priority `prio` of a port (PFC received), or resuming it: the TBF leaf under the
-// priority's class goes to ~1000 B/s and back to the line rate. Queued packets stay queued;
-// TBF refills its bucket on each change, so a pause may let one packet through.
+// priority's class goes to one frame per few seconds and back to the line rate. Queued packets stay
+// queued; TBF refills its one-frame bucket on each change, so a pause may let one frame out.
+inline constexpr int kPauseBucketMargin = 64;  // bytes beyond one frame in a paused TBF's bucket
 struct PauseSpec {
   int ifindex = 0;
   uint32_t major = 1, class_base = 0x10, prio = 3;

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <thread>
 
 #include "bpf/headroom.h"
@@ -192,8 +193,13 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
       if (std::ifstream af(fabric::agent_stats_path(s.name)); af) {
         try {
           auto a = nlohmann::json::parse(af);
+          if (a.contains("error")) throw std::runtime_error(a["error"].get<std::string>());
           scalar("agent_pauses", a.at("pauses").get<double>());
           if (a.contains("paused_ns")) scalar("pause_time", a["paused_ns"].get<double>() / 1e9 / s.scale.factor());
+          if (a.contains("leaked_packets")) {
+            scalar("pfc_leaks", a["leaked_packets"].get<double>());
+            scalar("pfc_pause_tail", a["pause_tail_packets"].get<double>());
+          }
           if (a.at("reaction_ns").at("count").get<double>() > 0) {
             const double p99 = a["reaction_ns"]["p99"].get<double>() / 1e9;
             scalar("pfc_reaction_p50", a["reaction_ns"]["p50"].get<double>() / 1e9);
@@ -215,14 +221,17 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
             scalar("pfc_headroom", bpf::port_headroom(fastest, budget));
             scalar("pfc_headroom_needed", bpf::port_headroom(fastest, static_cast<uint64_t>(p99_ns)));
             if (a.value("budget_raises", 0) > 0 && headroom_drops > 0 && invalid.empty())
-              invalid = "the agent's p99 reaction (" + std::to_string(p99 * 1e3) + " ms) outgrew its " +
-                        std::to_string(bpf::kInitialReactionBudgetNs / 1'000'000) + " ms budget and " +
+              invalid = "the agent's reaction time outgrew its " +
+                        std::to_string(bpf::kInitialReactionBudgetNs / 1'000'000) + " ms budget (raised to " +
+                        std::to_string(static_cast<double>(budget) / 1e6) + " ms) and " +
                         std::to_string(static_cast<uint64_t>(headroom_drops)) +
                         " packets overflowed lossless headroom: the machine did not keep up";
           }
           events.add("agent", a);
         } catch (const nlohmann::json::exception&) {
           rep.notes.push_back("the agent's figures could not be read");
+        } catch (const std::runtime_error& e) {
+          if (invalid.empty()) invalid = std::string("the PFC agent failed, nothing honoured PFC: ") + e.what();
         }
       }
       const auto t_down = std::chrono::steady_clock::now();

@@ -6,16 +6,21 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
+#include <linux/if_packet.h>
+#include <sys/socket.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
+#include "bpf/pause_watch.h"
 #include "bpf/port_programs.h"
 #include "netlink/batch.h"
+#include "sys/netns.h"
 
 using namespace rocelab;
 
@@ -26,6 +31,7 @@ constexpr int kPortB = RL_FIRST_PORT_IFINDEX + 1;  // slot 1
 constexpr int kPortC = RL_FIRST_PORT_IFINDEX + 2;  // slot 2: a third port of the same node
 constexpr int kPortD = RL_FIRST_PORT_IFINDEX + 3;  // C's peer
 constexpr uint32_t kMB = 1 << 20;
+constexpr uint32_t kJumbo = 9000;  // C and D's MTU
 
 struct Lab {
   std::unique_ptr<bpf::PortPrograms> progs;
@@ -58,7 +64,8 @@ Lab& lab() {
     }
     netlink::Batch b(*sock);
     b.add_veth({"pa", "pb", kPortA, kPortB, {2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}, 1500, -1});
-    b.add_veth({"pc", "pd", kPortC, kPortD, {2, 0, 0, 0, 0, 3}, {2, 0, 0, 0, 0, 4}, 1500, -1});
+    // Jumbo: the pause watcher's test sends full 9000-byte frames through a paused queue.
+    b.add_veth({"pc", "pd", kPortC, kPortD, {2, 0, 0, 0, 0, 3}, {2, 0, 0, 0, 0, 4}, kJumbo, -1});
     b.set_up(kPortB);
     b.set_up(kPortD);
     if (auto s = b.flush(); !s.ok()) {
@@ -604,4 +611,104 @@ TEST_F(PortPrograms, LossyQueuesHoldAlphaTimesTheFreePool) {
   set_config(cfg);
   set_pool(3, 2 * B, B);
   EXPECT_EQ(run(egress(), udp_frame(26, 2), kPortA).retval, 0);
+}
+
+namespace {
+// A frame of `len` bytes (Ethernet + IPv4 + UDP) in priority `dscp`'s class.
+std::vector<uint8_t> sized_frame(uint8_t dscp, size_t len) {
+  std::vector<uint8_t> f = udp_frame(dscp, 0);
+  f.resize(len, 0);
+  const auto ip_len = static_cast<uint16_t>(len - 14);
+  f[16] = static_cast<uint8_t>(ip_len >> 8);
+  f[17] = static_cast<uint8_t>(ip_len);
+  f[24] = f[25] = 0;
+  const uint16_t c = csum(f.data() + 14, 20);
+  f[24] = static_cast<uint8_t>(c >> 8);
+  f[25] = static_cast<uint8_t>(c);
+  return f;
+}
+}  // namespace
+
+// The pause watcher on a real port: packets leave through the kernel's HTB and TBF, and the
+// watcher sees them at the dequeue. A priority marked paused whose queue is not paused
+// leaks every packet, counted; a real pause lets at most its one-frame allowance out, queues
+// full-size jumbo frames without dropping one, and sends them all once resumed.
+TEST_F(PortPrograms, PauseWatchCountsWhatAPausedPortStillSends) {
+  constexpr uint64_t kRate = 100'000'000;
+  constexpr size_t kFrame = kJumbo + 14;
+  const size_t c = kPortC - RL_FIRST_PORT_IFINDEX;
+  netlink::Status st;
+  auto sock = netlink::RouteSocket::open(st);
+  ASSERT_TRUE(sock) << st.text;
+  netlink::SchedulerSpec sched{kPortC, RL_HTB_MAJOR, RL_CLASS_BASE, kRate, kJumbo, {}, 1u << 3};
+  sched.fifo_limit.fill(4 * kMB);
+  const netlink::PauseSpec pause{kPortC, RL_HTB_MAJOR, RL_CLASS_BASE, 3, true, kRate, kJumbo, 4 * kMB};
+  {
+    netlink::Batch b(*sock);
+    b.add_scheduler(sched);
+    ASSERT_TRUE(b.flush().ok());
+  }
+  std::string why;
+  auto watch = bpf::PauseWatch::start(lab().progs->port_info_fd(), why);
+  ASSERT_TRUE(watch) << why;
+  sys::Fd tx(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
+  sockaddr_ll sll{};
+  sll.sll_family = AF_PACKET;
+  sll.sll_ifindex = kPortC;
+  ASSERT_EQ(bind(tx.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll), 0) << std::strerror(errno);
+  auto send_n = [&](uint8_t dscp, int n) {
+    const auto f = sized_frame(dscp, kFrame);
+    int sent = 0;
+    for (int i = 0; i < n; ++i) sent += send(tx.get(), f.data(), f.size(), 0) == static_cast<ssize_t>(f.size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 10 frames at 100 Mbit/s: 7 ms
+    return sent;
+  };
+  auto arrived = [&](uint32_t prio) { return at(kPortD, prio).rx_packets; };
+
+  // Marked paused, never paused: all 10 leave, all 10 leaks; priority 6 is not watched.
+  ASSERT_TRUE(watch->mark(c, 3, 1, 0));
+  const uint64_t d3 = arrived(3), d6 = arrived(6);
+  EXPECT_EQ(send_n(26, 10), 10);
+  EXPECT_EQ(send_n(48, 3), 3);
+  EXPECT_EQ(arrived(3) - d3, 10u);
+  EXPECT_EQ(arrived(6) - d6, 3u);
+  rl_pause_state s = watch->read(c, 3);
+  EXPECT_EQ(s.leaked_packets, 10u);
+  EXPECT_EQ(s.leaked_bytes, 10u * kFrame);
+  EXPECT_EQ(s.tail_packets, 0u);
+  EXPECT_EQ(watch->read(c, 6).leaked_packets + watch->read(c, 6).tail_packets, 0u);
+
+  // Paused for real, as the agent does it: queued, not dropped, and no leak.
+  {
+    netlink::Batch b(*sock);
+    b.set_pause(pause);
+    ASSERT_TRUE(b.flush().ok());
+  }
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  ASSERT_TRUE(watch->mark(c, 3, uint64_t(now.tv_sec) * 1'000'000'000 + uint64_t(now.tv_nsec),
+                          kFrame + netlink::kPauseBucketMargin));
+  EXPECT_EQ(send_n(26, 10), 10) << "a paused queue takes full-size frames";
+  EXPECT_EQ(send_n(48, 3), 3);
+  EXPECT_EQ(arrived(6) - d6, 6u) << "other priorities flow";
+  s = watch->read(c, 3);
+  EXPECT_EQ(s.leaked_packets, 10u) << "no leak beyond the allowance";
+  EXPECT_LE(s.tail_packets, 1u);
+  EXPECT_EQ(arrived(3) - d3, 10u + s.tail_packets);
+  auto held = bpf::probe_depth(lab().progs->egress_fd(), kPortC, 3, why);
+  ASSERT_TRUE(held) << why;
+  EXPECT_EQ(*held, (10u - s.tail_packets) * kFrame) << "the rest waits in the queue";
+
+  // Resumed: unmarked first, then the queue drains, every frame delivered, none a leak.
+  ASSERT_TRUE(watch->mark(c, 3, 0));
+  {
+    netlink::Batch b(*sock);
+    netlink::PauseSpec resume = pause;
+    resume.paused = false;
+    b.set_pause(resume);
+    ASSERT_TRUE(b.flush().ok());
+  }
+  EXPECT_EQ(send_n(48, 1), 1);  // something to dequeue: HTB looks at the resumed class again
+  EXPECT_EQ(arrived(3) - d3, 20u);
+  EXPECT_EQ(watch->read(c, 3).leaked_packets, 10u);
 }

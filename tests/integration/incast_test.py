@@ -130,7 +130,8 @@ class Incast(unittest.TestCase):
         print(f"\n{senders}:1 lossless: sent {sent}, received {received}, bottleneck {steady / 1e6:.1f} Mbit/s, "
               f"h1 PFC received {h1[3]['pfc_rx']}, agent pauses {agent['pauses']}, reaction p50 "
               f"{agent['reaction_ns']['p50'] / 1e3:.0f} us p99 {agent['reaction_ns']['p99'] / 1e3:.0f} us "
-              f"over {agent['reaction_ns']['count']} pauses", file=sys.stderr)
+              f"over {agent['reaction_ns']['count']} pauses; sent while paused: {agent['pause_tail_packets']} "
+              f"within the one-frame allowance, {agent['leaked_packets']} leaked", file=sys.stderr)
         print("tcpdump: " + (decoded.splitlines()[0] if decoded else "(nothing)"), file=sys.stderr)
         self.assertEqual(drops, {}, "drops counted by the programs")
         self.assertEqual(shaper_drops, {}, "qdisc drops")
@@ -140,6 +141,10 @@ class Incast(unittest.TestCase):
         self.assertGreaterEqual(steady, 0.95 * RATE, "bottleneck throughput")
         self.assertGreater(h1[3]["pfc_rx"], 0)
         self.assertGreater(agent["pauses"], 0)
+        # The pause holds: nothing beyond one frame per pause leaves a paused NIC (the watcher
+        # counts at the qdisc's dequeue, outside the mechanism it watches).
+        self.assertEqual(agent["leaked_packets"], 0, agent["leaks"])
+        self.assertLessEqual(agent["pause_tail_packets"], agent["pauses"])
         self.assertIn("0x8808", decoded.lower().replace("ethertype 802.3x", "0x8808"))
         return agent
 

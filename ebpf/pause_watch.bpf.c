@@ -1,0 +1,80 @@
+/* tp_btf/qdisc_dequeue: watches the pause mechanism from outside it. Every packet a port's
+ * root qdisc hands to the device is checked against the agent's record of the pauses in
+ * effect (pause_state); a data packet of a paused priority beyond the one-frame reaction
+ * allowance is a leak and is counted. The
+ * tracepoint fires for every qdisc of the machine, so a port is recognised by its ifindex
+ * and by the very root qdisc its egress program recorded (port_info.root_qdisc): another
+ * instance, or the machine's own interfaces, never match. Loaded by the agent. */
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "rocelab_abi.h"
+
+/* Shared with the port programs (the agent hands over the fabric's map). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_port_info);
+} port_info SEC(".maps");
+
+/* Sized by the agent: port slots x RL_NUM_PRIO. Mmapable: the agent stores since_ns in place
+ * while this program adds to the counts (a map update would write back stale counts). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, RL_NUM_PRIO);
+	__type(key, __u32);
+	__type(value, struct rl_pause_state);
+} pause_state SEC(".maps");
+
+static __always_inline void check(__u32 slot, struct sk_buff *skb, __u64 now)
+{
+	__u32 classid = BPF_CORE_READ(skb, priority);
+	__u32 minor = classid & 0xffff;
+
+	/* Data classes only: PFC frames and the agent's frames leave through the direct queue. */
+	if ((classid >> 16) != RL_HTB_MAJOR || minor < RL_CLASS_BASE || minor >= RL_CLASS_BASE + RL_NUM_PRIO)
+		return;
+	__u32 key = slot * RL_NUM_PRIO + (minor - RL_CLASS_BASE);
+	struct rl_pause_state *st = bpf_map_lookup_elem(&pause_state, &key);
+
+	if (!st || !st->since_ns || now < st->since_ns)
+		return;
+	__s64 len = BPF_CORE_READ(skb, len);
+
+	/* Signed: once spent the allowance stays below zero, however many packets follow. */
+	if (__sync_fetch_and_add(&st->allowance, -len) >= len) {
+		__sync_fetch_and_add(&st->tail_packets, 1);
+		return;
+	}
+	__sync_fetch_and_add(&st->leaked_packets, 1);
+	__sync_fetch_and_add(&st->leaked_bytes, len);
+}
+
+SEC("tp_btf/qdisc_dequeue")
+int BPF_PROG(rl_pause_watch, struct Qdisc *q, const struct netdev_queue *txq, int packets, struct sk_buff *skb)
+{
+	if (!skb || !txq)
+		return 0;
+	__u32 ifindex = BPF_CORE_READ(txq, dev, ifindex);
+
+	if (ifindex < RL_FIRST_PORT_IFINDEX)
+		return 0;
+	__u32 slot = ifindex - RL_FIRST_PORT_IFINDEX;
+	struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &slot);
+
+	if (!info || info->root_qdisc != (__u64)q)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	/* A bulk dequeue hands over a list (skb->next); veth takes one at a time, but count all. */
+	for (int i = 0; i < 16 && skb; i++) {
+		check(slot, skb, now);
+		skb = BPF_CORE_READ(skb, next);
+	}
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

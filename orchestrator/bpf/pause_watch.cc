@@ -1,0 +1,69 @@
+#include "bpf/pause_watch.h"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "pause_watch.skel.h"
+
+namespace rocelab::bpf {
+
+std::unique_ptr<PauseWatch> PauseWatch::start(int port_info_fd, std::string& why) {
+  auto fail = [&why](const std::string& what, int e) {
+    why = what + ": " + std::strerror(e < 0 ? -e : e);
+    return nullptr;
+  };
+  bpf_map_info info{};
+  uint32_t len = sizeof info;
+  if (bpf_obj_get_info_by_fd(port_info_fd, &info, &len) != 0) return fail("port_info map", errno);
+  std::unique_ptr<PauseWatch> w(new PauseWatch());
+  w->ports_ = std::max<uint32_t>(info.max_entries, 1);
+  w->skel_ = pause_watch__open();
+  if (!w->skel_) return fail("open pause_watch.bpf.o", errno);
+  bpf_map__set_max_entries(w->skel_->maps.pause_state, static_cast<uint32_t>(w->ports_ * RL_NUM_PRIO));
+  if (int e = bpf_map__reuse_fd(w->skel_->maps.port_info, port_info_fd)) return fail("share port_info", e);
+  if (int e = pause_watch__load(w->skel_)) return fail("load pause_watch.bpf.o", e);
+  w->length_ = (w->ports_ * RL_NUM_PRIO * sizeof(rl_pause_state) + 4095) / 4096 * 4096;
+  void* m = mmap(nullptr, w->length_, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(w->skel_->maps.pause_state), 0);
+  if (m == MAP_FAILED) return fail("map pause_state", errno);
+  w->base_ = m;
+  if (int e = pause_watch__attach(w->skel_)) return fail("attach to tracepoint qdisc_dequeue", e);
+  return w;
+}
+
+PauseWatch::~PauseWatch() {
+  if (base_) munmap(base_, length_);
+  if (skel_) pause_watch__destroy(skel_);
+}
+
+rl_pause_state* PauseWatch::entry(size_t slot, uint32_t prio) const {
+  if (!base_ || slot >= ports_ || prio >= RL_NUM_PRIO) return nullptr;
+  return static_cast<rl_pause_state*>(base_) + slot * RL_NUM_PRIO + prio;
+}
+
+bool PauseWatch::mark(size_t slot, uint32_t prio, uint64_t since_ns, uint32_t allowance) {
+  rl_pause_state* e = entry(slot, prio);
+  if (!e) return false;
+  if (since_ns) __atomic_store_n(&e->allowance, static_cast<int64_t>(allowance), __ATOMIC_RELAXED);
+  // Release: the program sees the pause only with its allowance.
+  __atomic_store_n(&e->since_ns, since_ns, __ATOMIC_RELEASE);
+  return true;
+}
+
+rl_pause_state PauseWatch::read(size_t slot, uint32_t prio) const {
+  rl_pause_state st{};
+  if (const rl_pause_state* e = entry(slot, prio)) {
+    st.since_ns = __atomic_load_n(&e->since_ns, __ATOMIC_RELAXED);
+    st.allowance = __atomic_load_n(&e->allowance, __ATOMIC_RELAXED);
+    st.tail_packets = __atomic_load_n(&e->tail_packets, __ATOMIC_RELAXED);
+    st.leaked_packets = __atomic_load_n(&e->leaked_packets, __ATOMIC_RELAXED);
+    st.leaked_bytes = __atomic_load_n(&e->leaked_bytes, __ATOMIC_RELAXED);
+  }
+  return st;
+}
+
+}  // namespace rocelab::bpf
