@@ -241,6 +241,30 @@ class Loader {
     return s;
   }
 
+  // A workload end: HOST (its GPU 0) or HOST:gpuN (GPU N, which uses NIC N).
+  void rank_name(const Value& v, std::string& host, int& gpu) {
+    auto s = r_.string(v);
+    if (!s) return;
+    const size_t colon = s->find(':');
+    if (colon == std::string::npos) {
+      if (auto n = node_name(v)) host = *n;
+      return;
+    }
+    const std::string suffix = s->substr(colon + 1);
+    const bool digits = suffix.size() > 3 && suffix.size() <= 6 && suffix.compare(0, 3, "gpu") == 0 &&
+                        std::all_of(suffix.begin() + 3, suffix.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits) {
+      r_.error(ErrorKind::kBadValue, v, v.path + ": " + shown(*s) + " is not HOST or HOST:gpuN (GPU N uses the host's NIC N)");
+      return;
+    }
+    Value head = v;
+    head.node = YAML::Node(s->substr(0, colon));
+    if (auto n = node_name(head)) {
+      host = *n;
+      gpu = std::stoi(suffix.substr(3));
+    }
+  }
+
   void read_nodes(const Value& v, RawScenario& raw) {
     auto items = r_.list(v);
     if (!items) return;
@@ -538,10 +562,8 @@ class Loader {
       if (auto nv = m->take("name"))
         if (auto n = node_name(*nv)) w.name = *n;
       bool pair = w.type == "write_bw" || w.type == "latency";
-      if (auto fv = pair ? m->require("from") : m->take("from"))
-        if (auto f = node_name(*fv)) w.from = *f;
-      if (auto tv = (pair || w.type == "incast") ? m->require("to") : m->take("to"))
-        if (auto t = node_name(*tv)) w.to = *t;
+      if (auto fv = pair ? m->require("from") : m->take("from")) rank_name(*fv, w.from, w.from_gpu);
+      if (auto tv = (pair || w.type == "incast") ? m->require("to") : m->take("to")) rank_name(*tv, w.to, w.to_gpu);
       if (auto hv = m->take("hosts")) {
         if (auto hs = r_.list_or_scalar(*hv)) {
           bool all = hs->size() == 1 && (*hs)[0].node.IsScalar() && (*hs)[0].node.Scalar() == "all";

@@ -178,6 +178,7 @@ struct Workload {
   std::string type;  // write_bw, latency, incast, permutation, allreduce, alltoall
   std::vector<std::string> hosts;  // participants; empty = all hosts
   std::string from, to;
+  int from_gpu = 0, to_gpu = 0;  // "host:gpuN": GPU N, which uses the host's NIC N (nicN)
   Bytes message{1024 * 1024};
   int qps = 1;
   int iterations = 10;

@@ -611,10 +611,22 @@ class Builder {
     for (const Workload& w : s_.workloads) {
       if (!names.insert(w.name).second) err(ErrorKind::kDuplicateName, w.pos, "workloads: two workloads named '" + w.name + "'");
       for (const auto& h : w.hosts) host(h, w.pos, "workloads." + w.name);
+      // GPU i uses NIC i (DESIGN.md §1): a host has as many GPUs as NICs.
+      auto gpu = [&](const std::string& name, int g, const std::string& what) {
+        auto idx = s_.find_node(name);
+        if (!idx || s_.nodes[*idx].kind != NodeKind::kHost || g == 0 || has_port(*idx, "nic" + std::to_string(g))) return;
+        err(ErrorKind::kBadValue, w.pos, what + ": '" + name + "' has no gpu" + std::to_string(g) + " (GPU i uses NIC i; it has " +
+                                             std::to_string(s_.nodes[*idx].ports.size()) + " NICs)");
+      };
       if (!w.from.empty()) host(w.from, w.pos, "workloads." + w.name + ".from");
       if (!w.to.empty()) host(w.to, w.pos, "workloads." + w.name + ".to");
-      if (!w.from.empty() && w.from == w.to)
-        err(ErrorKind::kInconsistent, w.pos, "workloads." + w.name + ": from and to are the same host");
+      gpu(w.from, w.from_gpu, "workloads." + w.name + ".from");
+      gpu(w.to, w.to_gpu, "workloads." + w.name + ".to");
+      if (!w.from.empty() && w.from == w.to && w.from_gpu == w.to_gpu)
+        err(ErrorKind::kInconsistent, w.pos, "workloads." + w.name + ": from and to are the same GPU");
+      if (!w.from.empty() && w.from == w.to && w.from_gpu != w.to_gpu)
+        err(ErrorKind::kInconsistent, w.pos, "workloads." + w.name + ": from and to are GPUs of the same host "
+                                             "(they talk over the host's own links, not the fabric)");
       size_t participants = w.hosts.empty() ? s_.count(NodeKind::kHost) : w.hosts.size();
       bool collective = w.type == "allreduce" || w.type == "alltoall" || w.type == "permutation" || w.type == "incast";
       if (collective && participants < 2)

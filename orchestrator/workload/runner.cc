@@ -33,8 +33,14 @@ struct Qpair {
   uint32_t expect_crc = 0;  // CRC-32 of every payload byte posted, in order
 };
 
+// A GPU: GPU i of a host uses the host's NIC i (DESIGN.md §1); the unit workloads talk between.
+struct Rank {
+  size_t node = 0, port = 0;  // plan node, and the index of the GPU's NIC among its ports
+  int gpu = 0;
+};
+
 struct Flow {
-  size_t workload = 0, src = 0, dst = 0;  // node indices
+  size_t workload = 0, src = 0, dst = 0;  // rank indices
   std::vector<Qpair> qps;
   uint64_t message = 0;       // bytes per message on each QP
   uint64_t per_qp = 0;        // messages per QP (point to point)
@@ -55,6 +61,8 @@ struct Job {
   Nanos round_started = 0, op_started = 0;
   std::vector<double> op_seconds;
   uint64_t steps_per_op = 1;
+  size_t ranks = 0;          // collectives: the GPUs taking part (nccl-tests' N)
+  double bound_factor = 1;   // busbw's bound over the slowest edge's payload rate
   // Latency ping-pong
   bool pingpong = false;
   uint64_t pongs = 0;
@@ -84,9 +92,9 @@ double percentile(std::vector<double> v, double q) {
 
 }  // namespace
 
-std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts) {
+std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts, size_t nic) {
   std::vector<size_t> order = hosts;
-  auto leaf = [&](size_t n) { return plan.nodes[n].ports.empty() ? SIZE_MAX : plan.nodes[n].ports[0].peer_node; };
+  auto leaf = [&](size_t n) { return plan.nodes[n].ports.size() <= nic ? SIZE_MAX : plan.nodes[n].ports[nic].peer_node; };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return leaf(a) < leaf(b); });
   return order;
 }
@@ -107,25 +115,48 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
   for (size_t i = 0; i < plan.nodes.size(); ++i)
     if (plan.nodes[i].host && !plan.nodes[i].ports.empty()) all_hosts.push_back(i);
 
-  // One endpoint per host that takes part (its first NIC), one memory region per endpoint.
+  // The GPUs: GPU i of a host uses its NIC i (the port named nicI, else its i-th port).
+  std::vector<Rank> ranks;
+  std::map<std::pair<size_t, int>, size_t> rank_of;
+  for (size_t n : all_hosts) {
+    const auto& ports = plan.nodes[n].ports;
+    for (size_t g = 0; g < ports.size(); ++g) {
+      size_t port = g;
+      for (size_t k = 0; k < ports.size(); ++k)
+        if (ports[k].ifname == "nic" + std::to_string(g)) port = k;
+      rank_of[{n, int(g)}] = ranks.size();
+      ranks.push_back({n, port, int(g)});
+    }
+  }
+  auto gpus_of = [&](size_t node) { return plan.nodes[node].ports.size(); };
+  auto rank = [&](size_t node, int gpu) {
+    auto it = rank_of.find({node, gpu});
+    return it == rank_of.end() ? SIZE_MAX : it->second;
+  };
+  auto nic = [&](size_t r) -> const fabric::PortPlan& { return plan.nodes[ranks[r].node].ports[ranks[r].port]; };
+  // A flow's end as results name it: the host, with its GPU when it has several.
+  auto label = [&](size_t r) {
+    const auto& n = plan.nodes[ranks[r].node];
+    return n.ports.size() > 1 ? n.node + ":gpu" + std::to_string(ranks[r].gpu) : n.node;
+  };
+
+  // One engine endpoint per GPU that takes part (its NIC), one memory region per endpoint.
   std::map<size_t, size_t> endpoint;
   std::map<size_t, uint32_t> next_qpn;
   std::map<size_t, std::unique_ptr<std::vector<uint8_t>>> memory;
   std::map<size_t, uint64_t> memory_need;
-  auto ensure_endpoint = [&](size_t node) -> bool {
-    if (endpoint.count(node)) return true;
-    const auto& n = plan.nodes[node];
-    const auto& p = n.ports[0];
+  auto ensure_endpoint = [&](size_t r) -> bool {
+    if (endpoint.count(r)) return true;
+    const auto& n = plan.nodes[ranks[r].node];
+    const auto& p = nic(r);
     auto ep = eng.add_endpoint({n.node + ":" + p.ifname, n.netns, p.addr, double(p.rate_bps)}, why);
     if (!ep) return false;
-    endpoint[node] = *ep;
-    next_qpn[node] = 0x100;
+    endpoint[r] = *ep;
+    next_qpn[r] = 0x100;
     return true;
   };
-  auto line = [&](size_t node) { return double(plan.nodes[node].ports[0].rate_bps); };
-  auto mtu_between = [&](size_t a, size_t b) {
-    return ib_mtu_for(std::min(plan.nodes[a].ports[0].mtu, plan.nodes[b].ports[0].mtu));
-  };
+  auto line = [&](size_t r) { return double(nic(r).rate_bps); };
+  auto mtu_between = [&](size_t a, size_t b) { return ib_mtu_for(std::min(nic(a).mtu, nic(b).mtu)); };
 
   std::vector<Flow> flows;
   std::vector<Job> jobs;
@@ -157,20 +188,22 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
     for (int q = 0; q < qps; ++q) {
       const uint32_t qa = next_qpn[src]++, qb = next_qpn[dst]++;
       const uint32_t pa = uint32_t(rng()) & engine::kPsnMask, pb = uint32_t(rng()) & engine::kPsnMask;
-      const auto& A = plan.nodes[src].ports[0];
-      const auto& B = plan.nodes[dst].ports[0];
-      auto x = eng.add_qp(endpoint[src], qa, B.addr, qb, engine::qp_source_port(s.seed, uint32_t(src), qa), pa, pb,
+      const auto& A = nic(src);
+      const auto& B = nic(dst);
+      // Source ports seeded by (node, GPU): GPU 0 keeps the node's own, as before GPUs.
+      const auto seed_of = [&](size_t r) { return uint32_t(ranks[r].node) + (uint32_t(ranks[r].gpu) << 16); };
+      auto x = eng.add_qp(endpoint[src], qa, B.addr, qb, engine::qp_source_port(s.seed, seed_of(src), qa), pa, pb,
                           rc, why, tos);
       if (!x) return false;
-      auto y = eng.add_qp(endpoint[dst], qb, A.addr, qa, engine::qp_source_port(s.seed, uint32_t(dst), qb), pb, pa,
+      auto y = eng.add_qp(endpoint[dst], qb, A.addr, qa, engine::qp_source_port(s.seed, seed_of(dst), qb), pb, pa,
                           rc, why, tos);
       if (!y) return false;
       f.qps.push_back({*x, *y});
     }
     memory_need[dst] = std::max(memory_need[dst], message);
     f.r.workload = jobs[job].w->name;
-    f.r.from = plan.nodes[src].node;
-    f.r.to = plan.nodes[dst].node;
+    f.r.from = label(src);
+    f.r.to = label(dst);
     f.r.qps = qps;
     flows.push_back(std::move(f));
     jobs[job].flows.push_back(flows.size() - 1);
@@ -187,51 +220,73 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
     std::vector<size_t> hosts;
     for (const auto& h : w.hosts) hosts.push_back(node_of(h));
     if (hosts.empty()) hosts = all_hosts;
+    // Every GPU of every participating host; transfers between GPUs of one host go over its
+    // own links (NVLink), not the fabric, and are not emulated.
+    std::vector<size_t> members;
+    for (size_t h : hosts)
+      for (size_t g = 0; g < gpus_of(h); ++g) members.push_back(rank(h, int(g)));
+    auto apart = [&](size_t a, size_t b) { return ranks[a].node != ranks[b].node; };
     const uint64_t msg = w.message.n;
     const uint64_t iters = uint64_t(w.iterations);
     bool ok = true;
     if (w.type == "write_bw") {
-      ok = add_flow(ji, node_of(w.from), node_of(w.to), msg, iters, w.qps);
+      ok = add_flow(ji, rank(node_of(w.from), w.from_gpu), rank(node_of(w.to), w.to_gpu), msg, iters, w.qps);
     } else if (w.type == "latency") {
       jobs[ji].pingpong = true;
-      ok = add_flow(ji, node_of(w.from), node_of(w.to), msg, iters, 1);
+      ok = add_flow(ji, rank(node_of(w.from), w.from_gpu), rank(node_of(w.to), w.to_gpu), msg, iters, 1);
     } else if (w.type == "incast") {
-      const size_t dst = node_of(w.to);
-      for (size_t h : hosts)
-        if (h != dst && ok) ok = add_flow(ji, h, dst, msg, iters, w.qps);
+      const size_t dst = rank(node_of(w.to), w.to_gpu);
+      for (size_t r : members)
+        if (apart(r, dst) && ok) ok = add_flow(ji, r, dst, msg, iters, w.qps);
     } else if (w.type == "permutation") {
-      // A seeded derangement: every host sends to one other, every host receives from one.
-      std::vector<size_t> perm = hosts;
+      // A seeded permutation: every GPU sends to one GPU of another host and receives from one.
+      std::vector<size_t> perm = members;
       do std::shuffle(perm.begin(), perm.end(), rng);
       while ([&] {
-        for (size_t i = 0; i < hosts.size(); ++i)
-          if (perm[i] == hosts[i]) return true;
+        for (size_t i = 0; i < members.size(); ++i)
+          if (!apart(perm[i], members[i])) return true;
         return false;
       }());
-      for (size_t i = 0; i < hosts.size() && ok; ++i) ok = add_flow(ji, hosts[i], perm[i], msg, iters, w.qps);
+      for (size_t i = 0; i < members.size() && ok; ++i) ok = add_flow(ji, members[i], perm[i], msg, iters, w.qps);
     } else if (w.type == "alltoall") {
-      // nccl-tests alltoall: each rank sends size / N to every other rank, per operation.
-      const uint64_t part = std::max<uint64_t>(1, msg / hosts.size());
+      // nccl-tests alltoall: each rank sends size / N to every other rank, per operation
+      // (to the GPUs of its own host over its own links: not emulated). A NIC then carries
+      // (N - k) / N of the size for k GPUs a host: the bound on busbw rises by (N-1)/(N-k).
+      const uint64_t part = std::max<uint64_t>(1, msg / members.size());
       jobs[ji].lockstep = true;
       jobs[ji].steps_per_op = 1;
       jobs[ji].rounds = iters;
-      for (size_t a : hosts)
-        for (size_t b : hosts)
-          if (a != b && ok) ok = add_flow(ji, a, b, std::max<uint64_t>(1, part / uint64_t(w.qps)), 1, w.qps);
+      jobs[ji].ranks = members.size();
+      const double n = double(members.size()), k = double(members.size()) / double(hosts.size());
+      jobs[ji].bound_factor = n > k ? (n - 1) / (n - k) : 1;
+      for (size_t a : members)
+        for (size_t b : members)
+          if (apart(a, b) && ok) ok = add_flow(ji, a, b, std::max<uint64_t>(1, part / uint64_t(w.qps)), 1, w.qps);
     } else if (w.type == "allreduce") {
-      // Ring: 2(N-1) steps, each moving size / N to the successor, each waiting for the slowest.
-      const auto ring = ring_order(plan, hosts);
-      const uint64_t chunk = std::max<uint64_t>(1, msg / ring.size());
+      // Ring: 2(H-1) steps, each moving size / H to the successor, each waiting for the
+      // slowest. With k GPUs a host, k rings, one per rail (GPU r of every host, over NIC r),
+      // each reducing size / k: the hierarchical all-reduce (the steps inside a host are
+      // NVLink's, not emulated). busbw counts all N = H·k ranks (nccl-tests), so its bound
+      // is the edge rate × k·H(N-1) / ((H-1)·N), the edge rate for k = 1.
+      size_t k = SIZE_MAX;
+      for (size_t h : hosts) k = std::min(k, gpus_of(h));
+      const double H = double(hosts.size()), N = H * double(k);
       jobs[ji].lockstep = true;
-      jobs[ji].steps_per_op = 2 * (ring.size() - 1);
+      jobs[ji].steps_per_op = 2 * (hosts.size() - 1);
       jobs[ji].rounds = jobs[ji].steps_per_op * iters;
-      for (size_t i = 0; i < ring.size() && ok; ++i)
-        ok = add_flow(ji, ring[i], ring[(i + 1) % ring.size()], std::max<uint64_t>(1, chunk / uint64_t(w.qps)), 1,
-                      w.qps);
+      jobs[ji].ranks = size_t(N);
+      jobs[ji].bound_factor = double(k) * H * (N - 1) / ((H - 1) * N);
+      const uint64_t chunk = std::max<uint64_t>(1, msg / k / hosts.size());
+      for (size_t r = 0; r < k && ok; ++r) {
+        const auto ring = ring_order(plan, hosts, r);
+        for (size_t i = 0; i < ring.size() && ok; ++i)
+          ok = add_flow(ji, rank(ring[i], int(r)), rank(ring[(i + 1) % ring.size()], int(r)),
+                        std::max<uint64_t>(1, chunk / uint64_t(w.qps)), 1, w.qps);
+      }
     }
     if (!ok) return std::nullopt;
   }
-  // Responder memory: one region per host, as large as the largest message it receives.
+  // Responder memory: one region per GPU, as large as the largest message it receives.
   for (auto& [node, need] : memory_need) {
     memory[node] = std::make_unique<std::vector<uint8_t>>(need);
     for (auto& f : flows)
@@ -448,7 +503,8 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
       members.push_back(flows[fi].dst);
     }
     std::sort(members.begin(), members.end());
-    w.hosts = size_t(std::unique(members.begin(), members.end()) - members.begin());
+    // Ranks (GPUs): those the job's flows join, or for a collective all it spans.
+    w.hosts = std::max(j.ranks, size_t(std::unique(members.begin(), members.end()) - members.begin()));
     w.jct_s = double(j.finished - t0 - j.start) / 1e9;
     // Aggregate: every byte over the job's time (flows that end early do not count twice).
     uint64_t job_bytes = 0;
@@ -472,6 +528,8 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
         const double eff = double(f.message) / double(wire_bytes(f.message, eng.qp(f.qps[0].req).config().mtu));
         w.busbw_bound_bps = std::min(w.busbw_bound_bps, std::min(line(f.src), line(f.dst)) * eff);
       }
+      w.busbw_bound_bps *= j.bound_factor;
+      w.busbw_bound_factor = j.bound_factor;
     }
     if (j.lockstep && !j.op_seconds.empty()) {
       w.iteration_s = std::accumulate(j.op_seconds.begin(), j.op_seconds.end(), 0.0) / double(j.op_seconds.size());

@@ -48,6 +48,7 @@ struct WorkloadResult {
   double iteration_s = 0;    // collectives: mean time of one operation
   double algbw_bps = 0, busbw_bps = 0;  // nccl-tests definitions (bits/s here)
   double busbw_bound_bps = 0;  // collectives: the slowest edge's line rate × payload efficiency
+  double busbw_bound_factor = 1;  // × this with several GPUs a host (their own links carry part)
   double goodput_bps = 0;    // point-to-point: all the flows' bytes over the job's time
   double rx_utilization = 0; // point-to-point: the busiest receiving NIC's wire bytes / (time × line rate)
   double latency_p50_s = 0, latency_p99_s = 0, latency_avg_s = 0;  // latency: one way (RTT / 2)
@@ -71,9 +72,9 @@ struct RunnerOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
-// The order of a ring: hosts grouped by the switch their first NIC hangs off (the leaf),
-// so ring edges stay inside a leaf where they can.
-std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts);
+// The order of a ring: hosts grouped by the switch their NIC `nic` hangs off (the leaf, of
+// that rail), so ring edges stay inside a leaf where they can.
+std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts, size_t nic = 0);
 
 std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric::KernelPlan& plan,
                                          const RunnerOptions& o, std::string& why);

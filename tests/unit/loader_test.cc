@@ -135,6 +135,25 @@ TEST(Loader, ReferencesInReservedSectionsAreChecked) {
   EXPECT_NE(e[2].find("'leaf1' is a switch, not a host"), std::string::npos) << e[2];
 }
 
+// GPU i uses NIC i: a workload end may name a GPU, which must have its NIC.
+TEST(Loader, WorkloadEndsNameAHostOrOneOfItsGpus) {
+  const std::string rail = "name: r\nscale: 1000\nfabric: {type: rail-optimized, rails: 2, hosts: 2, spines: 1}\n";
+  auto s = must_load(rail + "workloads:\n  - {type: write_bw, from: 'host1:gpu1', to: host2}\n");
+  ASSERT_EQ(s.workloads.size(), 1u);
+  EXPECT_EQ(s.workloads[0].from, "host1");
+  EXPECT_EQ(s.workloads[0].from_gpu, 1);
+  EXPECT_EQ(s.workloads[0].to, "host2");
+  EXPECT_EQ(s.workloads[0].to_gpu, 0);
+  auto bad = errors_of(rail + "workloads:\n  - {type: write_bw, from: 'host1:nic1', to: host2}\n");
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_NE(bad[0].find("'host1:nic1' is not HOST or HOST:gpuN"), std::string::npos) << bad[0];
+  auto e = errors_of(rail + "workloads:\n  - {type: write_bw, from: 'host1:gpu2', to: host2}\n"
+                            "  - {type: write_bw, from: 'host1:gpu0', to: 'host1:gpu1'}\n");
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_NE(e[0].find("'host1' has no gpu2 (GPU i uses NIC i; it has 2 NICs)"), std::string::npos) << e[0];
+  EXPECT_NE(e[1].find("GPUs of the same host"), std::string::npos) << e[1];
+}
+
 TEST(Loader, PfcThresholdsMustLeaveHysteresis) {
   auto e = errors_of(std::string(kSmall) + "qos:\n  pfc: {xoff: 100KB, xon: 100KB}\n");
   ASSERT_EQ(e.size(), 1u);
