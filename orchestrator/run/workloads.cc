@@ -172,7 +172,7 @@ std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalys
       if (w.busbw_bound_bps > 0) {
         char factor[64] = "";
         if (std::abs(w.busbw_bound_factor - 1) > 1e-9)
-          std::snprintf(factor, sizeof factor, " x %.3g (GPUs of a host share by their own links)", w.busbw_bound_factor);
+          std::snprintf(factor, sizeof factor, " x %.3g, several GPUs a host", w.busbw_bound_factor);
         std::snprintf(line, sizeof line, "# busbw bound %.2f GB/s (slowest edge x payload efficiency%s): %.1f %%\n",
                       w.busbw_bound_bps * d / 8e9, factor, w.busbw_bps / w.busbw_bound_bps * 100);
         out += line;

@@ -240,13 +240,34 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
         if (apart(r, dst) && ok) ok = add_flow(ji, r, dst, msg, iters, w.qps);
     } else if (w.type == "permutation") {
       // A seeded permutation: every GPU sends to one GPU of another host and receives from one.
+      // Uniform by rejection; when that is unlikely to end (many GPUs on few hosts), GPUs
+      // grouped by host in a shuffled order, each sending to the one a largest group ahead.
+      std::map<size_t, size_t> per_host;
+      for (size_t r : members) ++per_host[ranks[r].node];
+      size_t largest = 0;
+      for (const auto& [h, c] : per_host) largest = std::max(largest, c);
+      if (2 * largest > members.size())
+        return why = "workload " + w.name + ": a host holds more than half its GPUs, so some must send to their own host",
+               std::nullopt;
       std::vector<size_t> perm = members;
-      do std::shuffle(perm.begin(), perm.end(), rng);
-      while ([&] {
-        for (size_t i = 0; i < members.size(); ++i)
-          if (!apart(perm[i], members[i])) return true;
-        return false;
-      }());
+      bool found = false;
+      for (int tries = 0; tries < 10000 && !found; ++tries) {
+        std::shuffle(perm.begin(), perm.end(), rng);
+        found = true;
+        for (size_t i = 0; i < members.size() && found; ++i) found = apart(perm[i], members[i]);
+      }
+      if (!found) {
+        std::vector<size_t> order(per_host.size());
+        size_t x = 0;
+        for (const auto& [h, c] : per_host) order[x++] = h;
+        std::shuffle(order.begin(), order.end(), rng);
+        std::vector<size_t> grouped;
+        for (size_t h : order)
+          for (size_t r : members)
+            if (ranks[r].node == h) grouped.push_back(r);
+        members = grouped;
+        for (size_t i = 0; i < members.size(); ++i) perm[i] = members[(i + largest) % members.size()];
+      }
       for (size_t i = 0; i < members.size() && ok; ++i) ok = add_flow(ji, members[i], perm[i], msg, iters, w.qps);
     } else if (w.type == "alltoall") {
       // nccl-tests alltoall: each rank sends size / N to every other rank, per operation
