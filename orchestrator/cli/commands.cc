@@ -293,6 +293,15 @@ ordered_json status_json(const fabric::InstanceStatus& st) {
   return j;
 }
 
+// The agent's figures (it rewrites them every half second), if the instance has an agent.
+std::optional<ordered_json> agent_figures(const std::string& instance) {
+  std::ifstream f(fabric::agent_stats_path(instance));
+  if (!f) return std::nullopt;
+  auto j = ordered_json::parse(f, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  return j;
+}
+
 int cmd_stats(const po::variables_map& vm, const Globals& g) {
   std::optional<std::string> name;
   if (vm.count("instance")) name = vm["instance"].as<std::string>();
@@ -333,7 +342,9 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
       }
       ports.push_back({{"node", p.node}, {"port", p.port}, {"ifindex", p.ifindex}, {"priorities", prios}});
     }
-    std::cout << ordered_json{{"instance", *name}, {"ports", ports}}.dump(2) << "\n";
+    ordered_json out{{"instance", *name}, {"ports", ports}};
+    if (auto a = agent_figures(*name)) out["agent"] = *a;
+    std::cout << out.dump(2) << "\n";
     return 0;
   }
   std::printf("%-18s %4s %12s %14s %12s %10s %10s %10s %10s %8s %8s %8s %8s %14s %10s\n", "port", "prio", "tx_pkts",
@@ -355,6 +366,21 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
                   (unsigned long long)s.c.pfc_tx, (unsigned long long)s.c.pfc_rx, (unsigned long long)s.shaper_bytes,
                   s.backlog_bytes);
     }
+  // The agent's side of PFC: what it paused, how fast, and whether the pauses held.
+  if (auto a = agent_figures(*name); a && a->contains("pauses") && only.empty()) {
+    const auto& r = (*a)["reaction_ns"];
+    std::printf("agent: %llu pauses, %.1f ms paused in all, reaction p50 %.0f us p99 %.0f us; sent while paused: %llu "
+                "within one frame per pause, %llu leaked\n",
+                (unsigned long long)a->value("pauses", 0ull), a->value("paused_ns", 0.0) / 1e6,
+                r.value("p50", 0.0) / 1e3, r.value("p99", 0.0) / 1e3,
+                (unsigned long long)a->value("pause_tail_packets", 0ull), (unsigned long long)a->value("leaked_packets", 0ull));
+    for (const auto& l : a->value("leaks", ordered_json::array()))
+      std::printf("  leak: %s:%s priority %d, %llu packets, %llu bytes\n", l.value("node", "").c_str(),
+                  l.value("port", "").c_str(), l.value("prio", 0), (unsigned long long)l.value("packets", 0ull),
+                  (unsigned long long)l.value("bytes", 0ull));
+  } else if (a && a->contains("error")) {
+    std::printf("agent: failed: %s\n", (*a)["error"].get<std::string>().c_str());
+  }
   return 0;
 }
 

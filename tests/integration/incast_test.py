@@ -122,8 +122,11 @@ class Incast(unittest.TestCase):
                       if i["counters"]["rx_dropped"] or i["counters"]["tx_dropped"]}
         udp = {n: self.udp_errors(n) for n in self.nodes if n != "sw"}
         udp_bad = {n: e for n, e in udp.items() if any(e.values())}
-        with open(f"/run/rocelab/{self.instance}.agent.json") as f:
-            agent = json.load(f)
+        # The agent's figures as `rocelab stats` shows them (it rewrites them every 0.5 s).
+        time.sleep(0.6)
+        r = rocelab("stats", "-j", "--instance", self.instance)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        agent = json.loads(r.stdout)["agent"]
         h1 = {q["prio"]: q for q in self.stats("h1:nic0")[0]["priorities"]}
         decoded = subprocess.run(["tcpdump", "-r", os.path.join(self.tmp, "h1.pcap"), "-nn", "-e", "-v"],
                                  capture_output=True, text=True).stdout
