@@ -575,6 +575,11 @@ class Loader {
       if (auto mv = m->take("message")) if (auto b = r_.bytes(*mv, Bytes{1}, Bytes{1ULL << 36})) w.message = *b;
       if (auto qv = m->take("qps")) if (auto n = r_.integer(*qv, 1, 1024)) w.qps = static_cast<int>(*n);
       if (auto dv = m->take("dscp")) if (auto n = r_.integer(*dv, 0, 63)) w.dscp = static_cast<int>(*n);
+      if (auto rv = m->take("ring")) {
+        if (auto c = r_.choice(*rv, {"by_leaf", "as_listed"})) w.ring_as_listed = *c == "as_listed";
+        if (w.type != "allreduce" && !w.type.empty())
+          r_.error(ErrorKind::kInconsistent, rv->pos, rv->path + ": only an allreduce has a ring (this is " + w.type + ")");
+      }
       if (auto iv = m->take("iterations")) if (auto n = r_.integer(*iv, 1, 1000000)) w.iterations = static_cast<int>(*n);
       if (auto sv = m->take("start")) if (auto d = r_.duration(*sv, Duration{0}, Duration{3600LL * 1000000000})) w.start = *d;
       m->done();

@@ -183,6 +183,7 @@ struct Workload {
   int qps = 1;
   int iterations = 10;
   int dscp = 26;  // the RoCE traffic's DSCP (perftest --tclass >> 2): picks the priority
+  bool ring_as_listed = false;  // allreduce: the ring follows `hosts:` as written, not by leaf
   Duration start{0};
   Position pos;
 };

@@ -299,7 +299,9 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
       jobs[ji].bound_factor = double(k) * H * (N - 1) / ((H - 1) * N);
       const uint64_t chunk = std::max<uint64_t>(1, msg / k / hosts.size());
       for (size_t r = 0; r < k && ok; ++r) {
-        const auto ring = ring_order(plan, hosts, r);
+        // By leaf, so no two ring edges share a link where the topology allows; or exactly
+        // as `hosts:` lists them when the scenario says so (ring: as_listed).
+        const auto ring = w.ring_as_listed ? hosts : ring_order(plan, hosts, r);
         for (size_t i = 0; i < ring.size() && ok; ++i)
           ok = add_flow(ji, rank(ring[i], int(r)), rank(ring[(i + 1) % ring.size()], int(r)),
                         std::max<uint64_t>(1, chunk / uint64_t(w.qps)), 1, w.qps);

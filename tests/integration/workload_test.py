@@ -127,6 +127,36 @@ class Fairness(InTempDir):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class RingOrder(InTempDir):
+    """The all-reduce ring goes by leaf (2 of 8 edges cross the spines) unless the scenario
+    lists it (ring: as_listed): interleaving the leaves' hosts makes all 8 edges cross."""
+
+    def test_by_leaf_keeps_edges_off_the_spines_unless_listed(self):
+        with open(os.path.join(SOURCE, "scenarios", "allreduce-ring.yaml")) as f:
+            text = f.read()
+        base = "  - {name: ring, type: allreduce, message: 64MB, iterations: 1}"
+        self.assertIn(base, text)
+        spine = {}
+        interleaved = "[host1, host5, host2, host6, host3, host7, host4, host8]"
+        for mode in ("by_leaf", "as_listed"):
+            path = os.path.join(self.tmp, f"{mode}.yaml")
+            with open(path, "w") as f:
+                f.write(text.replace(base, "  - {name: ring, type: allreduce, message: 8MB, iterations: 1, "
+                                           f"ring: {mode}, hosts: {interleaved}}}"))
+            r, res = run(path, os.path.join(self.tmp, mode), "--instance", f"ring{os.getpid() % 100000}")
+            self.assertIn(r.returncode, (0, 1), res.get("error"))
+            m = res["metrics"]
+            self.assertEqual(m["digest_errors"], 0)
+            spine[mode] = sum(x["value"] for x in m["tx_bytes"] if x["labels"]["node"].startswith("spine"))
+        # Each edge carries 2(N-1)/N x 8 MB = 14 MB: 2 crossing edges by leaf, 8 as listed.
+        print(f"\nring by leaf: {spine['by_leaf'] / 1e6:.1f} MB through the spines; as listed (leaves "
+              f"interleaved): {spine['as_listed'] / 1e6:.1f} MB", file=sys.stderr)
+        self.assertGreater(spine["by_leaf"], 2 * 13e6)
+        self.assertLess(spine["by_leaf"], 2 * 16e6)
+        self.assertGreater(spine["as_listed"], 8 * 13e6)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
 class Loss(InTempDir):
     """scenarios/loss-recovery.yaml with seed 9 (CI runs the file's seed 3 as a scenario)."""
 

@@ -154,6 +154,20 @@ TEST(Loader, WorkloadEndsNameAHostOrOneOfItsGpus) {
   EXPECT_NE(e[1].find("GPUs of the same host"), std::string::npos) << e[1];
 }
 
+// The ring goes by leaf unless the scenario says otherwise; only an allreduce has one.
+TEST(Loader, RingOrderIsByLeafUnlessListed) {
+  auto s = must_load(std::string(kSmall) + "workloads:\n  - {type: allreduce, hosts: [host4, host1, host3]}\n"
+                                           "  - {type: allreduce, ring: as_listed, hosts: [host4, host1, host3]}\n");
+  ASSERT_EQ(s.workloads.size(), 2u);
+  EXPECT_FALSE(s.workloads[0].ring_as_listed);
+  EXPECT_TRUE(s.workloads[1].ring_as_listed);
+  auto e = errors_of(std::string(kSmall) + "workloads:\n  - {type: alltoall, ring: as_listed}\n"
+                                           "  - {type: allreduce, ring: random}\n");
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_NE(e[0].find("only an allreduce has a ring (this is alltoall)"), std::string::npos) << e[0];
+  EXPECT_NE(e[1].find("random"), std::string::npos) << e[1];
+}
+
 TEST(Loader, PfcThresholdsMustLeaveHysteresis) {
   auto e = errors_of(std::string(kSmall) + "qos:\n  pfc: {xoff: 100KB, xon: 100KB}\n");
   ASSERT_EQ(e.size(), 1u);
