@@ -106,6 +106,7 @@ struct Engine::Qp {
   Flow flow;  // as sent: this endpoint to the peer's 4791
   double line_bps;
   bool cnp_due = false;
+  uint64_t cnp_sent = 0;
   Nanos next_at = 0;  // pacing: the next data packet may leave at this time
   // Pacing error: data sent against rate × time while the QP had data ready in its window.
   Nanos last_turn = 0;
@@ -158,6 +159,8 @@ QpReport Engine::qp_report(size_t id) const {
   r.rate_bps = std::min(q.rp.rate(), q.line_bps);
   r.alpha = q.rp.alpha();
   r.cuts = q.rp.cuts();
+  r.cnp_sent = q.cnp_sent;
+  r.cnp_received = q.rp.cnps();
   r.data_wire_bytes = q.data_wire_bytes;
   r.send_blocked = q.send_blocked;
   r.pacing_error = q.allowed_bytes > 0 ? double(q.paced_bytes) / q.allowed_bytes - 1 : 0;
@@ -301,6 +304,7 @@ void Engine::transmit(Qp& q, Nanos now) {
     build(b, std::nullopt, std::nullopt, {}, q.flow, out[n]);
     add(true);
     q.cnp_due = false;
+    ++q.cnp_sent;
     ++endpoints_[q.ep]->stats.cnp_sent;
   }
   // The bucket holds 50 us of sending at the current rate, between 2 packets and a batch: full

@@ -43,6 +43,7 @@ struct QpReport {
   RcStats rc;
   double rate_bps = 0, alpha = 0;
   uint64_t cuts = 0, data_wire_bytes = 0;
+  uint64_t cnp_sent = 0, cnp_received = 0;  // as notification point (for its peer), as reaction point
   double pacing_error = 0;  // data sent / what the pacing rate allowed while backlogged, − 1
   uint64_t send_blocked = 0;  // batches its paused NIC's full queue held back: then the pacing
                               // error is not a measure of the pacer (PFC was the limit)

@@ -103,7 +103,7 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalys
     flows.push_back({{"workload", f.workload}, {"from", f.from}, {"to", f.to}, {"qps", f.qps}, {"bytes", f.bytes},
                      {"start_s", f.start_s / d}, {"fct_s", f.fct_s / d}, {"ideal_fct_s", f.ideal_s / d},
                      {"fct_slowdown", f.slowdown}, {"goodput_bps", f.goodput_bps * d},
-                     {"retransmitted", f.retransmitted}, {"timeouts", f.timeouts}, {"cnp_received", f.cnp_received},
+                     {"retransmitted", f.retransmitted}, {"timeouts", f.timeouts}, {"cnp_sent", f.cnp_sent}, {"cnp_received", f.cnp_received},
                      {"digest_ok", f.digest_ok}, {"rate_trace", {{"columns", {"t_s", "rate_bps", "delivered_bytes"}}, {"rows", trace}}}});
   }
   ordered_json wls = ordered_json::array();
@@ -195,7 +195,8 @@ std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalys
       out += line;
     }
   }
-  out += " flow                          goodput       FCT      slowdown  retrans  CNPs  digest\n";
+  // CNPs: received by the sender (its cuts' cause) / sent by the responder for this flow.
+  out += " flow                          goodput       FCT      slowdown  retrans  CNP rx/tx  digest\n";
   size_t shown = 0;
   for (const auto& f : r.flows) {
     if (++shown > 40) {
@@ -203,9 +204,10 @@ std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalys
       break;
     }
     const std::string name = f.workload + " " + f.from + ">" + f.to;
-    std::snprintf(line, sizeof line, " %-28s %12s %9.3f ms %7.2f %8llu %5llu  %s\n", name.substr(0, 28).c_str(),
+    std::snprintf(line, sizeof line, " %-28s %12s %9.3f ms %7.2f %8llu %5llu/%-4llu  %s\n", name.substr(0, 28).c_str(),
                   model::human_rate(f.goodput_bps * d).c_str(), f.fct_s / d * 1e3, f.slowdown,
-                  (unsigned long long)f.retransmitted, (unsigned long long)f.cnp_received, f.digest_ok ? "ok" : "BAD");
+                  (unsigned long long)f.retransmitted, (unsigned long long)f.cnp_received,
+                  (unsigned long long)f.cnp_sent, f.digest_ok ? "ok" : "BAD");
     out += line;
   }
   for (const auto& w : a.fairness) {

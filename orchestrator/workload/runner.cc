@@ -510,7 +510,10 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
     r.slowdown = r.ideal_s > 0 ? r.fct_s / r.ideal_s : 0;
     r.goodput_bps = r.fct_s > 0 ? double(bytes) * 8 / r.fct_s : 0;
     // CNPs the sender's QPs received.
-    for (auto& q : f.qps) r.cnp_received += eng.qp_report(q.req).cuts;
+    for (auto& q : f.qps) {
+      r.cnp_received += eng.qp_report(q.req).cnp_received;
+      r.cnp_sent += eng.qp_report(q.resp).cnp_sent;
+    }
     out.flows.push_back(r);
   }
   for (const auto& j : jobs) {

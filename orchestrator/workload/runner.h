@@ -27,6 +27,7 @@ struct FlowResult {
   double slowdown = 0;       // fct / ideal
   double goodput_bps = 0;    // bytes × 8 / fct
   uint64_t retransmitted = 0, timeouts = 0, cnp_received = 0;
+  uint64_t cnp_sent = 0;  // by the responder's QPs: the CNPs this flow's marks caused
   bool digest_ok = true;     // the responder's CRC of what it applied = the CRC of what was sent
   bool streaming = false;    // posts back to back (write_bw, incast, permutation), not in lock step
   double rx_line_bps = 0;    // the receiving NIC's line rate
