@@ -353,25 +353,17 @@ class Agent {
       return l[std::min(i, l.size() - 1)];
     };
     raise_budget(pct(99));
-    const std::string tmp = o_.stats_path + ".tmp";
-    {
-      std::ofstream f(tmp, std::ios::trunc);
-      f << "{\"events\": " << events_seen_ << ", \"ignored\": " << ignored_ << ", \"pauses\": " << pauses_
-        << ", \"refreshes\": " << refreshes_ << ", \"resumes\": " << resumes_ << ", \"expired\": " << expired_
-        << ", \"paused_ns\": " << paused_now() << ", \"xon_sent\": " << xon_sent_ << ", \"xoff_refreshed\": " << xoff_refreshed_ << ", \"kicks\": " << kicks_ << ", \"reaction_ns\": {\"count\": " << l.size()
-        << ", \"p50\": " << pct(50) << ", \"p99\": " << pct(99) << ", \"max\": " << (l.empty() ? 0 : l.back())
-        << "}, \"reaction_budget_ns\": " << budget_ns_ << ", \"budget_raises\": " << budget_raises_;
-      write_leaks(f);
-      f << "}\n";
-    }
-    std::rename(tmp.c_str(), o_.stats_path.c_str());
-  }
-
-  // What paused port-priorities still sent: within the one-frame allowance (the tail), and
-  // beyond it (leaks: totals, and each port-priority that leaked).
-  void write_leaks(std::ostream& f) const {
+    nlohmann::ordered_json j{{"events", events_seen_},   {"ignored", ignored_},   {"pauses", pauses_},
+                             {"refreshes", refreshes_},  {"resumes", resumes_},   {"expired", expired_},
+                             {"paused_ns", paused_now()}, {"xon_sent", xon_sent_}, {"xoff_refreshed", xoff_refreshed_},
+                             {"kicks", kicks_}};
+    j["reaction_ns"] = {{"count", l.size()}, {"p50", pct(50)}, {"p99", pct(99)}, {"max", l.empty() ? 0 : l.back()}};
+    j["reaction_budget_ns"] = budget_ns_;
+    j["budget_raises"] = budget_raises_;
+    // What paused port-priorities still sent: within the one-frame allowance (the tail), and
+    // beyond it (leaks: totals, and each port-priority that leaked).
     uint64_t packets = 0, bytes = 0, tail = 0;
-    std::string each;
+    auto leaks = nlohmann::ordered_json::array();
     for (const auto& [slot, p] : ports_)
       for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
         if (!p.pausable[q]) continue;
@@ -379,12 +371,17 @@ class Agent {
         packets += st.leaked_packets;
         tail += st.tail_packets;
         bytes += st.leaked_bytes;
-        if (!st.leaked_packets) continue;
-        each += std::string(each.empty() ? "" : ", ") + "{\"node\": \"" + nodes_[p.node].name + "\", \"port\": \"" +
-                p.name + "\", \"prio\": " + std::to_string(q) + ", \"packets\": " +
-                std::to_string(st.leaked_packets) + ", \"bytes\": " + std::to_string(st.leaked_bytes) + "}";
+        if (st.leaked_packets)
+          leaks.push_back({{"node", nodes_[p.node].name}, {"port", p.name}, {"prio", q},
+                           {"packets", st.leaked_packets}, {"bytes", st.leaked_bytes}});
       }
-    f << ", \"pause_tail_packets\": " << tail << ", \"leaked_packets\": " << packets << ", \"leaked_bytes\": " << bytes << ", \"leaks\": [" << each << "]";
+    j["pause_tail_packets"] = tail;
+    j["leaked_packets"] = packets;
+    j["leaked_bytes"] = bytes;
+    j["leaks"] = leaks;
+    const std::string tmp = o_.stats_path + ".tmp";
+    if (std::ofstream f(tmp, std::ios::trunc); !(f << j.dump() << "\n")) return;
+    std::rename(tmp.c_str(), o_.stats_path.c_str());
   }
 
   // The measured reaction time fed into the headroom (DESIGN.md §2): once the p99 outgrows
