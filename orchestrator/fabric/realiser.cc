@@ -176,7 +176,7 @@ std::unique_ptr<Fabric> Fabric::up(const model::Scenario& s, const UpOptions& o,
             "' takes it away";
     return nullptr;
   }
-  if (!f->build(o, why) || !f->start_agent(why)) {
+  if (!f->build(o, why) || !f->start_agent(o, why)) {
     std::string w;
     if (!f->down(w)) why += "; rollback: " + w;
     return nullptr;
@@ -345,7 +345,7 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
 
 // The agent: logged as a file it will write and a process, then let run. If we die before
 // logging it, it sees its handshake pipe close and exits, so nothing unrecorded survives.
-bool Fabric::start_agent(std::string& why) {
+bool Fabric::start_agent(const UpOptions& o, std::string& why) {
   if (!plan_.port_config.pfc_mask) return true;  // nothing to pause: no agent needed
   agent_stats_ = agent_stats_path(instance_);
   unlink(agent_stats_.c_str());  // a crashed run's copy would read as ready
@@ -373,6 +373,10 @@ bool Fabric::start_agent(std::string& why) {
     }
     if (waitpid(sp->pid, nullptr, WNOHANG) == sp->pid) {
       why = "the PFC agent exited before it was ready";
+      return false;
+    }
+    if (o.cancel && o.cancel->load()) {
+      why = "interrupted: rolled back";
       return false;
     }
     if (waited_ms >= 30'000) {

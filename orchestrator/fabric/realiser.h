@@ -54,7 +54,7 @@ class Fabric {
   };
   Fabric(std::string instance, KernelPlan plan) : instance_(std::move(instance)), plan_(std::move(plan)) {}
   bool build(const UpOptions& o, std::string& why);
-  bool start_agent(std::string& why);
+  bool start_agent(const UpOptions& o, std::string& why);
 
   std::string instance_;
   KernelPlan plan_;
