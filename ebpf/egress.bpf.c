@@ -141,8 +141,11 @@ static __always_inline int emit_pfc(struct __sk_buff *skb, const struct rl_confi
 	skb->mark = 0;
 	skb->priority = RL_DIRECT_CLASSID;
 	struct rl_counters *cnt = counters_of(skb->ifindex, prio);
-	if (cnt)
+	if (cnt) {
 		__sync_fetch_and_add(&cnt->pfc_tx, 1);
+		if (!quanta)
+			__sync_fetch_and_add(&cnt->pfc_xon_tx, 1);
+	}
 	return TC_ACT_OK;
 }
 
@@ -229,13 +232,16 @@ int rl_egress(struct __sk_buff *skb)
 	bpf_skb_load_bytes(skb, 12, &proto, sizeof proto);
 	/* MAC control (PFC, e.g. the agent's XON) never queues behind data. */
 	if (proto == bpf_htons(RL_PFC_ETHERTYPE)) {
-		__u8 vector = 0;
+		__u8 f[18 + 2 * RL_NUM_PRIO] = {};
 		skb->priority = RL_DIRECT_CLASSID;
-		bpf_skb_load_bytes(skb, 17, &vector, 1);
+		bpf_skb_load_bytes(skb, 0, f, sizeof f);
 		for (int p = 0; p < RL_NUM_PRIO; p++) {
-			struct rl_counters *c = (vector >> p) & 1 ? counters_of(skb->ifindex, p) : 0;
-			if (c)
-				__sync_fetch_and_add(&c->pfc_tx, 1);
+			struct rl_counters *c = (f[17] >> p) & 1 ? counters_of(skb->ifindex, p) : 0;
+			if (!c)
+				continue;
+			__sync_fetch_and_add(&c->pfc_tx, 1);
+			if (!f[18 + 2 * p] && !f[19 + 2 * p])
+				__sync_fetch_and_add(&c->pfc_xon_tx, 1);
 		}
 		return TC_ACT_OK;
 	}

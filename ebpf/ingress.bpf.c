@@ -27,15 +27,19 @@ static __always_inline int take_pfc(struct __sk_buff *skb)
 		if (!((vector >> p) & 1))
 			continue;
 		struct rl_counters *cnt = counters_of(skb->ifindex, p);
-		if (cnt)
+		__u16 quanta = (__u16)(f[18 + 2 * p] << 8 | f[19 + 2 * p]);
+		if (cnt) {
 			__sync_fetch_and_add(&cnt->pfc_rx, 1);
+			if (!quanta)
+				__sync_fetch_and_add(&cnt->pfc_xon_rx, 1);
+		}
 		struct rl_pfc_event *e = bpf_ringbuf_reserve(&pfc_events, sizeof *e, 0);
 		if (!e)
 			continue;
 		e->ts_ns = now;
 		e->slot = slot_of(skb->ifindex);
 		e->prio = p;
-		e->quanta = (__u16)(f[18 + 2 * p] << 8 | f[19 + 2 * p]);
+		e->quanta = quanta;
 		bpf_ringbuf_submit(e, 0);
 	}
 	return TC_ACT_SHOT;

@@ -53,8 +53,10 @@ struct rl_counters {
 	__u64 rx_bytes;
 	__u64 ecn_marked;
 	__u64 drops[RL_DROP__MAX];
-	__u64 pfc_tx;   /* PFC frames sent for this priority (next issue) */
-	__u64 pfc_rx;   /* PFC frames received for this priority (next issue) */
+	__u64 pfc_tx;   /* PFC frames sent naming this priority, XOFF and XON */
+	__u64 pfc_rx;   /* PFC frames received naming this priority, XOFF and XON */
+	__u64 pfc_xon_tx; /* of pfc_tx, those with pause time 0 (XON); XOFF = the rest */
+	__u64 pfc_xon_rx; /* of pfc_rx, likewise */
 	__u64 depth_after; /* written, not added: the class backlog egress read for the last
 	                    * packet, plus that packet if admitted (what tc shows right after) */
 };
@@ -172,7 +174,7 @@ struct rl_depth_override {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct rl_counters) == 14 * 8, "rl_counters layout");
+static_assert(sizeof(struct rl_counters) == 16 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16, "rl_config layout");
 static_assert(sizeof(struct rl_port_info) == 48, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");

@@ -82,6 +82,7 @@ struct Paused {
   bool on = false;
   uint64_t until_ns = 0;
   uint64_t since_ns = 0;  // when this pause took effect: the total paused time adds it up
+  uint64_t count = 0, total_ns = 0;  // this port-priority's pauses, and their time once ended
 };
 
 class Agent {
@@ -268,7 +269,9 @@ class Agent {
       if (st.on && set_pause(p, e.prio, false)) {
         st.on = false;
         ++resumes_;
-        paused_ns_ += now_ns() - st.since_ns;
+        const uint64_t d = now_ns() - st.since_ns;
+        paused_ns_ += d;
+        st.total_ns += d;
       }
       return;
     }
@@ -281,6 +284,7 @@ class Agent {
     if (set_pause(p, e.prio, true)) {
       st.on = true;
       ++pauses_;
+      ++st.count;
       uint64_t done = now_ns();
       st.since_ns = done;
       if (done > e.ts_ns && latencies_.size() < 1'000'000) latencies_.push_back(done - e.ts_ns);
@@ -295,6 +299,7 @@ class Agent {
         st.on = false;
         ++expired_;
         paused_ns_ += now - st.since_ns;
+        st.total_ns += now - st.since_ns;
       }
     }
   }
@@ -379,6 +384,17 @@ class Agent {
     j["leaked_packets"] = packets;
     j["leaked_bytes"] = bytes;
     j["leaks"] = leaks;
+    // Per port and priority: its pauses and their time, a pause still in force included.
+    auto paused = nlohmann::ordered_json::array();
+    const uint64_t now = now_ns();
+    for (const auto& [k, st] : paused_) {
+      auto it = ports_.find(static_cast<uint32_t>(k >> 3));
+      if (it == ports_.end() || !st.count) continue;
+      const uint64_t t = st.total_ns + (st.on && now > st.since_ns ? now - st.since_ns : 0);
+      paused.push_back({{"node", nodes_[it->second.node].name}, {"port", it->second.name}, {"prio", k & 7},
+                        {"pauses", st.count}, {"paused_ns", t}});
+    }
+    j["paused"] = paused;
     const std::string tmp = o_.stats_path + ".tmp";
     if (std::ofstream f(tmp, std::ios::trunc); !(f << j.dump() << "\n")) return;
     std::rename(tmp.c_str(), o_.stats_path.c_str());

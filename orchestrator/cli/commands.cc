@@ -336,6 +336,7 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
         prios.push_back({{"prio", q}, {"tx_packets", s.c.tx_packets}, {"tx_bytes", s.c.tx_bytes},
                          {"rx_packets", s.c.rx_packets}, {"rx_bytes", s.c.rx_bytes}, {"ecn_marked", s.c.ecn_marked},
                          {"depth_after", s.c.depth_after}, {"pfc_tx", s.c.pfc_tx}, {"pfc_rx", s.c.pfc_rx},
+                         {"pfc_xon_tx", s.c.pfc_xon_tx}, {"pfc_xon_rx", s.c.pfc_xon_rx},
                          {"drops", drops}, {"shaper", {{"tx_bytes", s.shaper_bytes}, {"tx_packets", s.shaper_packets},
                                                        {"drops", s.shaper_drops}, {"backlog_bytes", s.backlog_bytes}}},
                          {"depth_bytes", s.depth_bytes}});
@@ -347,9 +348,10 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  std::printf("%-18s %4s %12s %14s %12s %10s %10s %10s %10s %8s %8s %8s %8s %14s %10s\n", "port", "prio", "tx_pkts",
-              "tx_bytes", "rx_pkts", "ecn_mark", "qfull", "wred", "headroom", "buffer", "fault", "pfc_tx", "pfc_rx",
-              "shaper_bytes", "backlog");
+  // PFC frames: all of them, and of those the XONs (the rest are XOFFs).
+  std::printf("%-18s %4s %12s %14s %12s %10s %10s %10s %10s %8s %8s %8s %8s %8s %8s %14s %10s\n", "port", "prio",
+              "tx_pkts", "tx_bytes", "rx_pkts", "ecn_mark", "qfull", "wred", "headroom", "buffer", "fault", "pfc_tx",
+              "xon_tx", "pfc_rx", "xon_rx", "shaper_bytes", "backlog");
   for (const auto& p : *stats)
     for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
       const auto& s = p.prio[q];
@@ -357,14 +359,14 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
       for (size_t r = 0; r < RL_DROP__USED; ++r) dropped += s.c.drops[r];
       if (!s.c.tx_packets && !s.c.rx_packets && !s.shaper_bytes && !dropped && !s.c.pfc_tx && !s.c.pfc_rx)
         continue;  // a quiet priority
-      std::printf("%-18s %4u %12llu %14llu %12llu %10llu %10llu %10llu %10llu %8llu %8llu %8llu %8llu %14llu %10u\n",
+      std::printf("%-18s %4u %12llu %14llu %12llu %10llu %10llu %10llu %10llu %8llu %8llu %8llu %8llu %8llu %8llu %14llu %10u\n",
                   (p.node + ":" + p.port).c_str(), q, (unsigned long long)s.c.tx_packets,
                   (unsigned long long)s.c.tx_bytes, (unsigned long long)s.c.rx_packets,
                   (unsigned long long)s.c.ecn_marked, (unsigned long long)s.c.drops[RL_DROP_QUEUE_FULL],
                   (unsigned long long)s.c.drops[RL_DROP_WRED], (unsigned long long)s.c.drops[RL_DROP_HEADROOM],
                   (unsigned long long)s.c.drops[RL_DROP_BUFFER], (unsigned long long)s.c.drops[RL_DROP_FAULT],
-                  (unsigned long long)s.c.pfc_tx, (unsigned long long)s.c.pfc_rx, (unsigned long long)s.shaper_bytes,
-                  s.backlog_bytes);
+                  (unsigned long long)s.c.pfc_tx, (unsigned long long)s.c.pfc_xon_tx, (unsigned long long)s.c.pfc_rx,
+                  (unsigned long long)s.c.pfc_xon_rx, (unsigned long long)s.shaper_bytes, s.backlog_bytes);
     }
   // The agent's side of PFC: what it paused, how fast, and whether the pauses held.
   if (auto a = agent_figures(*name); a && a->contains("pauses") && only.empty()) {

@@ -38,7 +38,8 @@ MetricSet topology_metrics(const Scenario& s) {
 
 void add_port_metrics(MetricSet& m, const std::vector<fabric::PortStats>& ports, uint8_t lossless_mask) {
   const char* names[] = {"tx_packets", "tx_bytes", "rx_packets", "rx_bytes", "ecn_marked",
-                         "drops", "shaper_tx_bytes", "pfc_tx", "pfc_rx"};
+                         "drops", "shaper_tx_bytes", "pfc_tx", "pfc_rx", "pfc_xoff_tx", "pfc_xon_tx",
+                         "pfc_xoff_rx", "pfc_xon_rx"};
   for (const char* n : names) m[n] = MetricValue{MetricKind::kCounter, 0, {}};
   double lossless_drops = 0;
   for (const auto& p : ports)
@@ -56,6 +57,10 @@ void add_port_metrics(MetricSet& m, const std::vector<fabric::PortStats>& ports,
       add("shaper_tx_bytes", s.shaper_bytes);
       add("pfc_tx", s.c.pfc_tx);
       add("pfc_rx", s.c.pfc_rx);
+      add("pfc_xoff_tx", s.c.pfc_tx - s.c.pfc_xon_tx);
+      add("pfc_xon_tx", s.c.pfc_xon_tx);
+      add("pfc_xoff_rx", s.c.pfc_rx - s.c.pfc_xon_rx);
+      add("pfc_xon_rx", s.c.pfc_xon_rx);
       for (size_t r = 0; r < bpf::kDropReasonNames.size(); ++r) {
         if (!s.c.drops[r]) continue;
         auto l = labels;

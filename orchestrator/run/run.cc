@@ -196,6 +196,15 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
           if (a.contains("error")) throw std::runtime_error(a["error"].get<std::string>());
           scalar("agent_pauses", a.at("pauses").get<double>());
           if (a.contains("paused_ns")) scalar("pause_time", a["paused_ns"].get<double>() / 1e9 / s.scale.factor());
+          if (a.contains("paused")) {
+            model::MetricValue per{model::MetricKind::kCounter, 0, {}};
+            for (const auto& x : a["paused"])
+              per.samples.push_back(model::Sample{{{"node", x.at("node").get<std::string>()},
+                                            {"port", x.at("port").get<std::string>()},
+                                            {"prio", std::to_string(x.at("prio").get<int>())}},
+                                           x.at("paused_ns").get<double>() / 1e9 / s.scale.factor()});
+            metrics["port_pause_time"] = per;
+          }
           if (a.contains("leaked_packets")) {
             scalar("pfc_leaks", a["leaked_packets"].get<double>());
             scalar("pfc_pause_tail", a["pause_tail_packets"].get<double>());

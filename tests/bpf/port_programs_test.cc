@@ -436,11 +436,20 @@ TEST_F(PortPrograms, PfcFrameBytesAreExactlyTheStandardFrame) {
   EXPECT_EQ(r.out, xoff3);
   EXPECT_EQ(r.priority, static_cast<uint32_t>(RL_DIRECT_CLASSID)) << "ahead of every data queue";
   EXPECT_EQ(at(kPortA, 3).pfc_tx - before.pfc_tx, 1u);
+  EXPECT_EQ(at(kPortA, 3).pfc_xon_tx - before.pfc_xon_tx, 0u) << "an XOFF";
   // XON: the same frame with pause time 0; another priority moves the class bit and slot.
   Result xon = run(egress(), udp_frame(26, 2), kPortA, 1, RL_MARK_PFC(0, 3));
   std::vector<uint8_t> want = xoff3;
   want[24] = want[25] = 0;
   EXPECT_EQ(xon.out, want);
+  EXPECT_EQ(at(kPortA, 3).pfc_tx - before.pfc_tx, 2u);
+  EXPECT_EQ(at(kPortA, 3).pfc_xon_tx - before.pfc_xon_tx, 1u) << "the XON counted as one";
+  // A frame made elsewhere (the agent's XON and refreshes) is counted the same way.
+  before = at(kPortA, 3);
+  run(egress(), want, kPortA);
+  run(egress(), xoff3, kPortA);
+  EXPECT_EQ(at(kPortA, 3).pfc_tx - before.pfc_tx, 2u);
+  EXPECT_EQ(at(kPortA, 3).pfc_xon_tx - before.pfc_xon_tx, 1u);
   Result p6 = run(egress(), udp_frame(0, 0), kPortA, 1, RL_MARK_PFC(1, 6));
   ASSERT_EQ(p6.out.size(), 60u);
   EXPECT_EQ(p6.out[17], 0x40);
@@ -481,6 +490,18 @@ TEST_F(PortPrograms, PfcFramesAreParsedForEveryPriorityAndQuantaThenConsumed) {
       ++i;
     }
   }
+  // XON (pause time 0) and XOFF in one frame: both received, one counted as XON.
+  std::vector<uint8_t> f(60, 0);
+  const uint8_t head[] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01, 0x02, 0, 0, 0, 0, 9, 0x88, 0x08, 0x01, 0x01, 0x00, 0x48};
+  std::copy(std::begin(head), std::end(head), f.begin());
+  f[18 + 2 * 6 + 1] = 100;  // priority 6: 100 quanta; priority 3: 0
+  const rl_counters b3 = at(kPortB, 3), b6 = at(kPortB, 6);
+  run(lab().progs->ingress_fd(), f, kPortB);
+  EXPECT_EQ(at(kPortB, 3).pfc_rx - b3.pfc_rx, 1u);
+  EXPECT_EQ(at(kPortB, 3).pfc_xon_rx - b3.pfc_xon_rx, 1u);
+  EXPECT_EQ(at(kPortB, 6).pfc_rx - b6.pfc_rx, 1u);
+  EXPECT_EQ(at(kPortB, 6).pfc_xon_rx - b6.pfc_xon_rx, 0u);
+  drain_events();
 }
 
 // Generation at the thresholds: a packet from port B joins port A's lossless queue. The

@@ -147,6 +147,11 @@ class Incast(unittest.TestCase):
         # The pause holds: nothing beyond one frame per pause leaves a paused NIC (the watcher
         # counts at the qdisc's dequeue, outside the mechanism it watches).
         self.assertEqual(agent["leaked_packets"], 0, agent["leaks"])
+        # XOFF and XON apart, and the pause time per port and priority adding up to the total.
+        self.assertGreater(h1[3]["pfc_rx"] - h1[3]["pfc_xon_rx"], 0, "XOFFs received by h1")
+        per_port = {f"{x['node']}:{x['port']}/{x['prio']}": x["paused_ns"] for x in agent["paused"]}
+        self.assertGreater(per_port.get("h1:nic0/3", 0), 0, per_port)
+        self.assertAlmostEqual(sum(per_port.values()) / agent["paused_ns"], 1.0, delta=0.01)
         self.assertLessEqual(agent["pause_tail_packets"], agent["pauses"])
         self.assertIn("0x8808", decoded.lower().replace("ethertype 802.3x", "0x8808"))
         return agent
