@@ -13,12 +13,7 @@
 #include "rocelab_abi.h"
 
 /* Shared with the port programs (the agent hands over the fabric's map). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct rl_port_info);
-} port_info SEC(".maps");
+#include "port_info_map.bpf.h"
 
 /* Sized by the agent: port slots x RL_NUM_PRIO. Mmapable: the agent stores since_ns in place
  * while this program adds to the counts (a map update would write back stale counts). */

@@ -28,13 +28,7 @@ struct {
 	__type(value, struct rl_config);
 } port_config SEC(".maps");
 
-/* Sized by the loader: one entry per port slot (info), per port slot x priority (state). */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct rl_port_info);
-} port_info SEC(".maps");
+#include "port_info_map.bpf.h"
 
 static __always_inline __u32 slot_of(__u32 ifindex)
 {

@@ -81,7 +81,7 @@ struct Node {
 struct Paused {
   bool on = false;
   uint64_t until_ns = 0;
-  uint64_t since_ns = 0;  // when this pause took effect: the total paused time adds it up
+  uint64_t since_ns = 0;  // when this pause took effect
   uint64_t count = 0, total_ns = 0;  // this port-priority's pauses, and their time once ended
 };
 
@@ -269,9 +269,7 @@ class Agent {
       if (st.on && set_pause(p, e.prio, false)) {
         st.on = false;
         ++resumes_;
-        const uint64_t d = now_ns() - st.since_ns;
-        paused_ns_ += d;
-        st.total_ns += d;
+        st.total_ns += now_ns() - st.since_ns;
       }
       return;
     }
@@ -298,7 +296,6 @@ class Agent {
       if (it != ports_.end() && set_pause(it->second, k & 7, false)) {
         st.on = false;
         ++expired_;
-        paused_ns_ += now - st.since_ns;
         st.total_ns += now - st.since_ns;
       }
     }
@@ -390,9 +387,8 @@ class Agent {
     for (const auto& [k, st] : paused_) {
       auto it = ports_.find(static_cast<uint32_t>(k >> 3));
       if (it == ports_.end() || !st.count) continue;
-      const uint64_t t = st.total_ns + (st.on && now > st.since_ns ? now - st.since_ns : 0);
       paused.push_back({{"node", nodes_[it->second.node].name}, {"port", it->second.name}, {"prio", k & 7},
-                        {"pauses", st.count}, {"paused_ns", t}});
+                        {"pauses", st.count}, {"paused_ns", paused_of(st, now)}});
     }
     j["paused"] = paused;
     const std::string tmp = o_.stats_path + ".tmp";
@@ -424,11 +420,13 @@ class Agent {
 
   // Port-priority pause time so far, pauses still in force included (emulated ns).
   uint64_t paused_now() const {
-    uint64_t t = paused_ns_;
+    uint64_t t = 0;
     const uint64_t now = now_ns();
-    for (const auto& [k, st] : paused_)
-      if (st.on && now > st.since_ns) t += now - st.since_ns;
+    for (const auto& [k, st] : paused_) t += paused_of(st, now);
     return t;
+  }
+  static uint64_t paused_of(const Paused& st, uint64_t now) {
+    return st.total_ns + (st.on && now > st.since_ns ? now - st.since_ns : 0);
   }
 
   const Options& o_;
@@ -443,7 +441,7 @@ class Agent {
   std::vector<rl_pfc_tx_state> states_;
   std::vector<uint64_t> latencies_;
   uint64_t events_seen_ = 0, ignored_ = 0, pauses_ = 0, refreshes_ = 0, resumes_ = 0, expired_ = 0, xon_sent_ = 0,
-           kicks_ = 0, xoff_refreshed_ = 0, paused_ns_ = 0, budget_ns_ = 0, budget_raises_ = 0;
+           kicks_ = 0, xoff_refreshed_ = 0, budget_ns_ = 0, budget_raises_ = 0;
 };
 
 }  // namespace

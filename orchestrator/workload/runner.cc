@@ -90,11 +90,22 @@ double percentile(std::vector<double> v, double q) {
   return v[i];
 }
 
+// GPU i's NIC: the host's port named nicI (the validator's rule), else its i-th port.
+size_t gpu_port(const fabric::NodePlan& n, size_t gpu) {
+  for (size_t k = 0; k < n.ports.size(); ++k)
+    if (n.ports[k].ifname == "nic" + std::to_string(gpu)) return k;
+  return gpu;
+}
+
 }  // namespace
 
-std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts, size_t nic) {
+std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts, size_t gpu) {
   std::vector<size_t> order = hosts;
-  auto leaf = [&](size_t n) { return plan.nodes[n].ports.size() <= nic ? SIZE_MAX : plan.nodes[n].ports[nic].peer_node; };
+  auto leaf = [&](size_t n) {
+    const auto& node = plan.nodes[n];
+    const size_t p = gpu_port(node, gpu);
+    return p < node.ports.size() ? node.ports[p].peer_node : SIZE_MAX;
+  };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return leaf(a) < leaf(b); });
   return order;
 }
@@ -115,19 +126,14 @@ std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric:
   for (size_t i = 0; i < plan.nodes.size(); ++i)
     if (plan.nodes[i].host && !plan.nodes[i].ports.empty()) all_hosts.push_back(i);
 
-  // The GPUs: GPU i of a host uses its NIC i (the port named nicI, else its i-th port).
+  // The GPUs: GPU i of a host uses its NIC i.
   std::vector<Rank> ranks;
   std::map<std::pair<size_t, int>, size_t> rank_of;
-  for (size_t n : all_hosts) {
-    const auto& ports = plan.nodes[n].ports;
-    for (size_t g = 0; g < ports.size(); ++g) {
-      size_t port = g;
-      for (size_t k = 0; k < ports.size(); ++k)
-        if (ports[k].ifname == "nic" + std::to_string(g)) port = k;
+  for (size_t n : all_hosts)
+    for (size_t g = 0; g < plan.nodes[n].ports.size(); ++g) {
       rank_of[{n, int(g)}] = ranks.size();
-      ranks.push_back({n, port, int(g)});
+      ranks.push_back({n, gpu_port(plan.nodes[n], g), int(g)});
     }
-  }
   auto gpus_of = [&](size_t node) { return plan.nodes[node].ports.size(); };
   auto rank = [&](size_t node, int gpu) {
     auto it = rank_of.find({node, gpu});

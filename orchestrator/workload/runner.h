@@ -73,9 +73,9 @@ struct RunnerOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
-// The order of a ring: hosts grouped by the switch their NIC `nic` hangs off (the leaf, of
+// The order of a ring: hosts grouped by the switch GPU `gpu`'s NIC hangs off (the leaf, of
 // that rail), so ring edges stay inside a leaf where they can.
-std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts, size_t nic = 0);
+std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts, size_t gpu = 0);
 
 std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric::KernelPlan& plan,
                                          const RunnerOptions& o, std::string& why);
