@@ -355,11 +355,17 @@ Nanos Engine::next_due(Nanos now) const {
 void Engine::turn() {
   const Nanos now = clock_.now();
   for (auto& ep : endpoints_) receive(*ep, now);
-  for (auto& q : qps_) {
-    q->rc.on_timer(now);
-    q->rp.advance(now);
-    transmit(*q, now);
+  // QPs due together leave in a rotating order: a fixed one put the same QP's packets
+  // last into a shared switch queue every time, so it met the fuller queue, drew more ECN
+  // marks and CNPs and settled below its fair share (dcqcn-fairness: 21 CNPs against 16).
+  const size_t n = qps_.size();
+  for (size_t i = 0; i < n; ++i) {
+    Qp& q = *qps_[(first_qp_ + i) % n];
+    q.rc.on_timer(now);
+    q.rp.advance(now);
+    transmit(q, now);
   }
+  if (n > 0) first_qp_ = (first_qp_ + 1) % n;
 }
 
 bool Engine::run(const std::function<bool()>& done, Nanos deadline) {
