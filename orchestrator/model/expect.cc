@@ -93,7 +93,7 @@ const std::vector<MetricInfo>& metric_registry() {
       {"latency_p99", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency, 99th percentile"},
       {"fairness_time", MetricKind::kSeries, "s", {"to", "window"},
        "flows streaming into one host: time from the last one's start until every window (100us, 200us, "
-       "500us, 1ms) of every flow stays within ±10 % of the fair share (line rate x payload efficiency / "
+       "500us, 1ms, 2ms) of every flow stays within ±10 % of the fair share (line rate x payload efficiency / "
        "flows); infinite when it never does"},
       {"fair_share_ratio", MetricKind::kSeries, "ratio", {"workload", "from", "to", "window"},
        "a flow's mean goodput from fairness_time on (the later half if never) / the fair share"},

@@ -16,7 +16,7 @@ namespace rocelab::run {
 struct WorkloadAnalysis {
   std::vector<double> bottleneck;  // per workload: utilization while every sender sends
   struct Fair {
-    const char* window;  // the `window` label: 100us, 200us, 500us, 1ms (physical)
+    const char* window;  // the `window` label: 100us, 200us, 500us, 1ms, 2ms (physical)
     std::vector<workload::FairnessGroup> groups;
   };
   std::vector<Fair> fairness;
