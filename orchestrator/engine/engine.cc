@@ -94,6 +94,7 @@ struct Engine::Endpoint {
   EndpointStats stats;
   NotificationPoint np;
   std::unordered_map<uint32_t, size_t> qps;  // local QPN -> index into qps_
+  std::vector<size_t> served;                // its QPs (indices into qps_) in the order they were made
   Nanos next_at = 0;  // the NIC's own pacer: its QPs together never exceed line rate
   Endpoint(EndpointSpec s, sys::Fd fd, Nanos cnp_interval) : spec(std::move(s)), rx(std::move(fd)), np(cnp_interval) {}
 };
@@ -126,6 +127,7 @@ std::optional<size_t> Engine::add_endpoint(const EndpointSpec& spec, std::string
   auto fd = udp_socket(spec.netns, spec.addr, kRoceUdpPort, true, why);
   if (!fd) return std::nullopt;
   endpoints_.push_back(std::make_unique<Endpoint>(spec, std::move(*fd), dcqcn_.cnp_interval.ns));
+  ep_order_.push_back(endpoints_.size() - 1);
   return endpoints_.size() - 1;
 }
 
@@ -142,6 +144,7 @@ std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_ad
   q->last_turn = clock_.now();
   qps_.push_back(std::move(q));
   e.qps[qpn] = qps_.size() - 1;
+  e.served.push_back(qps_.size() - 1);
   return qps_.size() - 1;
 }
 
@@ -355,17 +358,21 @@ Nanos Engine::next_due(Nanos now) const {
 void Engine::turn() {
   const Nanos now = clock_.now();
   for (auto& ep : endpoints_) receive(*ep, now);
-  // QPs due together leave in a rotating order: a fixed one put the same QP's packets
-  // last into a shared switch queue every time, so it met the fuller queue, drew more ECN
-  // marks and CNPs and settled below its fair share (dcqcn-fairness: 21 CNPs against 16).
-  const size_t n = qps_.size();
-  for (size_t i = 0; i < n; ++i) {
-    Qp& q = *qps_[(first_qp_ + i) % n];
-    q.rc.on_timer(now);
-    q.rp.advance(now);
-    transmit(q, now);
-  }
-  if (n > 0) first_qp_ = (first_qp_ + 1) % n;
+  // Hosts are served in a new random order every turn. A fixed order put one host's packets
+  // last into a shared switch queue whenever both were due, so that host met the fuller queue,
+  // drew more ECN marks and CNPs and settled below its fair share (dcqcn-fairness: 21 CNPs
+  // against 16). Within a host its QPs keep their order: that is the NIC's own arbitration,
+  // which the pacing error measurement (transmit) takes as fixed.
+  ++turns_;
+  for (size_t i = ep_order_.size(); i > 1; --i)
+    std::swap(ep_order_[i - 1], ep_order_[splitmix(turns_ * 0x10000 + i) % i]);
+  for (size_t e : ep_order_)
+    for (size_t id : endpoints_[e]->served) {
+      Qp& q = *qps_[id];
+      q.rc.on_timer(now);
+      q.rp.advance(now);
+      transmit(q, now);
+    }
 }
 
 bool Engine::run(const std::function<bool()>& done, Nanos deadline) {

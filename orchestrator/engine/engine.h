@@ -84,7 +84,8 @@ class Engine {
   const Clock& clock_;
   std::vector<std::unique_ptr<Endpoint>> endpoints_;
   std::vector<std::unique_ptr<Qp>> qps_;
-  size_t first_qp_ = 0;  // the QP served first this turn; rotates (see turn())
+  std::vector<size_t> ep_order_;  // the order endpoints are served in this turn (see turn())
+  uint64_t turns_ = 0;
 };
 
 // UDP source port of a QP, from the scenario seed (DESIGN.md §2: 0xC000–0xFFFF).
