@@ -116,31 +116,32 @@ static __always_inline int drop(struct rl_counters *cnt, int reason)
 	return TC_ACT_SHOT;
 }
 
-/* A clone marked RL_MARK_PFC(xoff, prio), redirected here: becomes the 60-byte 802.1Qbb
- * frame of this port (dst 01:80:C2:00:00:01, ethertype 0x8808, opcode 0x0101, the class
- * bit, the pause time in quanta, zero pad) and leaves through HTB's direct queue. */
+/* A clone marked RL_MARK_PFC(xoff, prio) (or RL_MARK_PFC_KICK), redirected here: becomes
+ * the 60-byte 802.1Qbb frame of this port (struct rl_pfc_frame: the class bit and pause
+ * time of the priority; a kick names none) and leaves through HTB's direct queue. The only
+ * place PFC frames are built: the agent's XON, refresh and kick frames come here too. */
 static __always_inline int emit_pfc(struct __sk_buff *skb, const struct rl_config *cfg)
 {
 	__u32 prio = skb->mark & 7, slot = slot_of(skb->ifindex);
+	int kick = (skb->mark & 0x200) != 0;
 	__u16 quanta = (skb->mark & 0x100) ? cfg->pfc_quanta : 0;
 	struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &slot);
-	__u8 f[RL_PFC_FRAME_LEN] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
+	struct rl_pfc_frame f = {.dst = RL_PFC_DST};
 
 	if (!info || bpf_skb_change_tail(skb, RL_PFC_FRAME_LEN, 0))
 		return TC_ACT_SHOT;
-	__builtin_memcpy(f + 6, info->mac, 6);
-	f[12] = RL_PFC_ETHERTYPE >> 8;
-	f[13] = RL_PFC_ETHERTYPE & 0xff;
-	f[14] = RL_PFC_OPCODE >> 8;
-	f[15] = RL_PFC_OPCODE & 0xff;
-	f[17] = 1u << prio;
-	f[18 + 2 * prio] = quanta >> 8;
-	f[19 + 2 * prio] = quanta & 0xff;
-	if (bpf_skb_store_bytes(skb, 0, f, sizeof f, 0))
+	__builtin_memcpy(f.src, info->mac, 6);
+	f.ethertype = bpf_htons(RL_PFC_ETHERTYPE);
+	f.opcode = bpf_htons(RL_PFC_OPCODE);
+	if (!kick) {
+		f.class_enable = bpf_htons(1u << prio);
+		f.time[prio] = bpf_htons(quanta);
+	}
+	if (bpf_skb_store_bytes(skb, 0, &f, sizeof f, 0))
 		return TC_ACT_SHOT;
 	skb->mark = 0;
 	skb->priority = RL_DIRECT_CLASSID;
-	struct rl_counters *cnt = counters_of(skb->ifindex, prio);
+	struct rl_counters *cnt = kick ? 0 : counters_of(skb->ifindex, prio);
 	if (cnt) {
 		__sync_fetch_and_add(&cnt->pfc_tx, 1);
 		if (!quanta)
@@ -230,17 +231,19 @@ int rl_egress(struct __sk_buff *skb)
 	if ((skb->mark >> 16) == RL_MARK_PROBE_MAGIC)
 		return class_backlog(skb, RL_CLASSID(skb->mark & 7));
 	bpf_skb_load_bytes(skb, 12, &proto, sizeof proto);
-	/* MAC control (PFC, e.g. the agent's XON) never queues behind data. */
+	/* MAC control from elsewhere (a PFC frame someone wrote to a packet socket) never
+	 * queues behind data, and is counted like the frames made here. */
 	if (proto == bpf_htons(RL_PFC_ETHERTYPE)) {
-		__u8 f[18 + 2 * RL_NUM_PRIO] = {};
+		struct rl_pfc_frame f = {};
 		skb->priority = RL_DIRECT_CLASSID;
-		bpf_skb_load_bytes(skb, 0, f, sizeof f);
+		bpf_skb_load_bytes(skb, 0, &f, sizeof f);
+		__u16 vector = bpf_ntohs(f.class_enable);
 		for (int p = 0; p < RL_NUM_PRIO; p++) {
-			struct rl_counters *c = (f[17] >> p) & 1 ? counters_of(skb->ifindex, p) : 0;
+			struct rl_counters *c = (vector >> p) & 1 ? counters_of(skb->ifindex, p) : 0;
 			if (!c)
 				continue;
 			__sync_fetch_and_add(&c->pfc_tx, 1);
-			if (!f[18 + 2 * p] && !f[19 + 2 * p])
+			if (!f.time[p])
 				__sync_fetch_and_add(&c->pfc_xon_tx, 1);
 		}
 		return TC_ACT_OK;

@@ -14,20 +14,20 @@ struct {
 
 static __always_inline int take_pfc(struct __sk_buff *skb)
 {
-	__u8 f[34];
+	struct rl_pfc_frame f;
 
-	if (bpf_skb_load_bytes(skb, 0, f, sizeof f) < 0)
+	if (bpf_skb_load_bytes(skb, 0, &f, __builtin_offsetof(struct rl_pfc_frame, pad)) < 0)
 		return TC_ACT_SHOT;
-	if (f[14] != (RL_PFC_OPCODE >> 8) || f[15] != (RL_PFC_OPCODE & 0xff))
+	if (f.opcode != bpf_htons(RL_PFC_OPCODE))
 		return TC_ACT_SHOT; /* other MAC control (802.3x PAUSE): consumed, not honoured */
-	__u8 vector = f[17];
+	__u16 vector = bpf_ntohs(f.class_enable);
 	__u64 now = bpf_ktime_get_ns();
 
 	for (int p = 0; p < RL_NUM_PRIO; p++) {
 		if (!((vector >> p) & 1))
 			continue;
 		struct rl_counters *cnt = counters_of(skb->ifindex, p);
-		__u16 quanta = (__u16)(f[18 + 2 * p] << 8 | f[19 + 2 * p]);
+		__u16 quanta = bpf_ntohs(f.time[p]);
 		if (cnt) {
 			__sync_fetch_and_add(&cnt->pfc_rx, 1);
 			if (!quanta)

@@ -33,16 +33,33 @@ struct rl_probe_stats {
 #define RL_CLASSID(prio) ((RL_HTB_MAJOR << 16) | (RL_CLASS_BASE + (prio)))
 #define RL_DIRECT_CLASSID (RL_HTB_MAJOR << 16)
 
-/* Why a packet was dropped; C++ names them in rl_drop_names (bpf/port_programs.h). */
+/* Why a packet was dropped: one list generates the enum and (for C++) the names that
+ * results, stats and expect: use. X(ENUM, name, what it means). */
+#define RL_DROP_REASONS(X)                                                                   \
+	X(QUEUE_FULL, queue_full, "the queue held its limit (lossy tail drop)")                  \
+	X(WRED, wred, "non-ECT packet on a lossy ECN queue, at the marking probability")         \
+	X(HEADROOM, headroom, "lossless: beyond what the queue may hold (XOFF + headroom)")      \
+	X(BUFFER, buffer, "lossy: over the shared buffer's dynamic threshold, alpha x free pool") \
+	X(FAULT, fault_loss, "a loss fault on the port (seeded): a packet lost on the link")
+
 enum rl_drop_reason {
-	RL_DROP_QUEUE_FULL = 0, /* the queue held its limit (lossy tail drop) */
-	RL_DROP_WRED = 1,       /* non-ECT packet on a lossy ECN queue, at the marking probability */
-	RL_DROP_HEADROOM = 2,   /* lossless: beyond what the queue may hold (with PFC: XOFF + headroom) */
-	RL_DROP_BUFFER = 3,     /* lossy: over the shared buffer's dynamic threshold, alpha x free pool */
-	RL_DROP_FAULT = 4,      /* a loss fault on the port (seeded): a packet lost on the link */
-	RL_DROP__USED = 5,      /* reasons defined so far; the PFC watchdog's comes later */
-	RL_DROP__MAX = 6,
+#define RL_DROP_ENUM(e, n, d) RL_DROP_##e,
+	RL_DROP_REASONS(RL_DROP_ENUM)
+#undef RL_DROP_ENUM
+	RL_DROP__USED, /* reasons defined so far */
+	RL_DROP__MAX = 6, /* room in rl_counters (its layout is fixed) */
 };
+
+#ifdef __cplusplus
+/* Indexed by enum rl_drop_reason. */
+inline constexpr const char *rl_drop_names[] = {
+#define RL_DROP_NAME(e, n, d) #n,
+	RL_DROP_REASONS(RL_DROP_NAME)
+#undef RL_DROP_NAME
+};
+static_assert(sizeof(rl_drop_names) / sizeof(rl_drop_names[0]) == RL_DROP__USED, "a name per drop reason");
+static_assert(RL_DROP__USED <= RL_DROP__MAX, "rl_counters has room for every drop reason");
+#endif
 
 /* Counters of one (port, priority): array slot port_slot * RL_NUM_PRIO + prio. tx counts
  * what egress admitted into the port's queue; the shaper's own count is HTB's. */
@@ -90,11 +107,26 @@ struct rl_config {
 #define RL_PFC_ETHERTYPE 0x8808
 #define RL_PFC_OPCODE 0x0101
 #define RL_PFC_FRAME_LEN 60
+#define RL_PFC_DST {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01}
+
+/* The 802.1Qbb frame on the wire (no FCS): the BPF programs build and parse it, tests
+ * check it byte for byte. Multi-byte fields are big-endian. */
+struct rl_pfc_frame {
+	__u8 dst[6];        /* 01:80:C2:00:00:01 */
+	__u8 src[6];        /* the sending port's MAC */
+	__be16 ethertype;   /* 0x8808: MAC control */
+	__be16 opcode;      /* 0x0101: priority-based flow control */
+	__be16 class_enable; /* bit n (of the low byte): priority n's time is valid */
+	__be16 time[8];     /* pause time per priority, in quanta of 512 bit-times; 0 = XON */
+	__u8 pad[26];       /* zero, to the 60-byte minimum */
+};
+
 /* A clone on its way to become a PFC frame carries this mark: magic in the top 16 bits,
- * bit 8 set for XOFF (clear: XON), priority in the low 3 bits. Egress of the port it was
- * redirected to rewrites it into the frame. */
+ * bit 8 set for XOFF (clear: XON), bit 9 for a kick (a frame naming no priority), priority
+ * in the low 3 bits. Egress of the port it was redirected to rewrites it into the frame. */
 #define RL_MARK_PFC_MAGIC 0x5246u
 #define RL_MARK_PFC(xoff, prio) ((RL_MARK_PFC_MAGIC << 16) | ((xoff) ? 0x100u : 0u) | ((prio) & 7u))
+#define RL_MARK_PFC_KICK ((RL_MARK_PFC_MAGIC << 16) | 0x200u)
 #define RL_MARK_IS_PFC(m) (((m) >> 16) == RL_MARK_PFC_MAGIC)
 
 /* `rocelab stats` runs the egress program (BPF_PROG_TEST_RUN, nothing is sent) with this
@@ -182,6 +214,9 @@ static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
 static_assert(sizeof(struct rl_pause_state) == 40, "rl_pause_state layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
+static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");
+#else
+_Static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");
 #endif
 
 #endif /* ROCELAB_ABI_H */

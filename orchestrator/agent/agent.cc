@@ -1,34 +1,23 @@
 #include "agent/agent.h"
 
-#include <arpa/inet.h>
-#include <bpf/bpf.h>
-#include <bpf/libbpf.h>
-#include <linux/if_packet.h>
-#include <net/ethernet.h>
-#include <netlink/cache.h>
-#include <netlink/route/class.h>
-#include <netlink/route/link.h>
-#include <netlink/route/qdisc.h>
-#include <netlink/route/qdisc/htb.h>
-#include <netlink/route/qdisc/tbf.h>
-#include <netlink/route/tc.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
+#include <optional>
 
+#include "bpf/fabric_maps.h"
 #include "bpf/headroom.h"
 #include "bpf/pause_watch.h"
-#include "bpf/port_programs.h"
+#include "fabric/agent_protocol.h"
+#include "model/percentile.h"
 #include "netlink/batch.h"
 #include "netlink/route_socket.h"
 #include "rocelab_abi.h"
@@ -38,59 +27,65 @@ namespace rocelab::agent {
 
 namespace {
 
+using fabric::AgentConfig;
+using fabric::AgentFigures;
+using nlohmann::json;
+
 uint64_t now_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);  // bpf_ktime_get_ns()'s clock
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-// An 802.1Qbb frame from `mac`: `quanta` for priority `prio` when its bit is in `vector`.
-std::array<uint8_t, RL_PFC_FRAME_LEN> pfc_frame(const uint8_t* mac, uint8_t vector, uint32_t prio, uint16_t quanta) {
-  std::array<uint8_t, RL_PFC_FRAME_LEN> f{0x01, 0x80, 0xc2, 0x00, 0x00, 0x01};
-  std::memcpy(f.data() + 6, mac, 6);
-  f[12] = RL_PFC_ETHERTYPE >> 8;
-  f[13] = RL_PFC_ETHERTYPE & 0xff;
-  f[14] = RL_PFC_OPCODE >> 8;
-  f[15] = RL_PFC_OPCODE & 0xff;
-  f[17] = vector;
-  f[18 + 2 * (prio & 7)] = static_cast<uint8_t>(quanta >> 8);
-  f[19 + 2 * (prio & 7)] = static_cast<uint8_t>(quanta);
-  return f;
-}
-
 struct Port {
-  size_t node = 0;
-  int ifindex = 0;
-  uint32_t slot = 0;
-  std::string name;
-  netlink::PauseSpec pause[RL_NUM_PRIO];  // rate, MTU, limit of each PFC priority's TBF
-  bool pausable[RL_NUM_PRIO] = {};
+  const fabric::AgentPort* cfg = nullptr;
   rl_port_info info{};
   rl_port_headroom headroom{};  // as `up` wrote it: the physical part (base) is kept
-  sys::Fd packet;  // AF_PACKET, bound to the port: the XON the agent sends leaves here
+  netlink::PauseSpec pause(uint32_t prio, bool on) const {
+    return {cfg->ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, prio, on, cfg->rate_bps, cfg->mtu, cfg->limit[prio]};
+  }
+  bool pausable(uint32_t prio) const { return prio < RL_NUM_PRIO && ((cfg->pausable >> prio) & 1); }
 };
 
 struct Node {
   std::string name;
   sys::Fd netns;
-  std::unique_ptr<netlink::RouteSocket> rtnl;
-  sys::Fd egress;  // the egress program, to read queue occupancy (probe)
+  std::unique_ptr<netlink::RouteSocket> rtnl;  // opened inside the node's namespace
   std::vector<uint32_t> slots;
 };
 
 struct Paused {
   bool on = false;
   uint64_t until_ns = 0;
-  uint64_t since_ns = 0;  // when this pause took effect
+  uint64_t since_ns = 0;             // when this pause took effect
   uint64_t count = 0, total_ns = 0;  // this port-priority's pauses, and their time once ended
 };
 
+// Reads everything from `fd` until EOF (the handshake: `up` shuts its side after writing).
+std::optional<std::string> read_all(int fd) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) return out;
+    out.append(buf, size_t(n));
+  }
+}
+
+void say(int fd, const json& j) {
+  const std::string line = j.dump() + "\n";
+  (void)!send(fd, line.data(), line.size(), MSG_NOSIGNAL);
+}
+
 class Agent {
  public:
-  explicit Agent(const Options& o) : o_(o) {}
+  Agent(AgentConfig cfg, const std::atomic<bool>* stop) : cfg_(std::move(cfg)), stop_(stop) {}
 
   bool setup(std::string& why) {
-    for (const AgentNode& an : o_.nodes) {
+    if (cfg_.ports.empty()) return why = "the fabric has no ports", false;
+    for (const auto& an : cfg_.nodes) {
       Node n;
       n.name = an.node;
       auto fd = sys::open_named_netns(an.netns, why);
@@ -100,151 +95,120 @@ class Agent {
       if (!scope) return false;
       netlink::Status st;
       n.rtnl = netlink::RouteSocket::open(st);
-      if (!n.rtnl) {
-        why = st.text;
-        return false;
-      }
-      if (!scan_ports(n, nodes_.size(), why)) return false;
+      if (!n.rtnl) return why = st.text, false;
       nodes_.push_back(std::move(n));
     }
-    if (ports_.empty()) {
-      why = "the fabric has no ports";
-      return false;
+    for (const auto& p : cfg_.ports) {
+      ports_[p.slot].cfg = &p;
+      nodes_[p.node].slots.push_back(p.slot);
     }
-    uint32_t zero = 0;
-    if (bpf_map_lookup_elem(config_.get(), &zero, &cfg_) != 0) {
-      why = "read port_config";
-      return false;
+    {  // The maps: opened once, from any port.
+      const auto& first = cfg_.ports.front();
+      auto scope = sys::NetnsScope::enter(nodes_[first.node].netns.get(), why);
+      if (!scope) return false;
+      auto m = bpf::FabricMaps::open_attached(first.ifindex, why);
+      if (!m) return false;
+      maps_ = std::make_unique<bpf::FabricMaps>(std::move(*m));
     }
+    if (!maps_->config(pfc_, why)) return false;
     for (auto& [slot, p] : ports_) {
-      bpf_map_lookup_elem(info_.get(), &slot, &p.info);
-      bpf_map_lookup_elem(headroom_.get(), &slot, &p.headroom);
+      if (!maps_->port_info(slot, p.info, why) || !maps_->headroom(slot, p.headroom, why)) return false;
       budget_ns_ = std::max<uint64_t>(budget_ns_, uint64_t{p.headroom.budget_us} * 1000);
     }
     // The watcher holds the agent to account: what a paused port still sends is counted.
-    watch_ = bpf::PauseWatch::start(info_.get(), why);
-    if (!watch_) {
-      why = "pause watcher: " + why;
-      return false;
-    }
-    rb_ = ring_buffer__new(events_.get(), &Agent::on_event, this, nullptr);
-    if (!rb_) {
-      why = "open the PFC event ring buffer";
-      return false;
-    }
-    return true;
+    watch_ = bpf::PauseWatch::start(maps_->port_info_fd(), why);
+    if (!watch_) return why = "pause watcher: " + why, false;
+    events_ = bpf::PfcEvents::open(*maps_, [this](const rl_pfc_event& e) { handle(e); }, why);
+    if (!events_) return false;
+    emitter_ = bpf::FrameEmitter::load(why);
+    if (!emitter_) return false;
+    return listen_on(cfg_.socket_path, why);
   }
 
-  ~Agent() {
-    if (rb_) ring_buffer__free(rb_);
-  }
-
-  bool loop(std::string& why) {
-    write_stats();  // at once: a short run reads them before the first half second
-    uint64_t last_write = now_ns(), last_alive = now_ns();
-    while (!(o_.stop && o_.stop->load())) {
-      ring_buffer__poll(rb_, 1);
+  bool loop() {
+    uint64_t last_alive = now_ns();
+    while (!(stop_ && stop_->load()) && !stopping_) {
+      pollfd fds[2] = {{events_->fd(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
+      poll(fds, 2, 1);
+      events_->consume();
+      if (fds[1].revents & POLLIN) serve();
       const uint64_t now = now_ns();
       expire(now);
-      send_xon_where_drained(why);
-      if (now - last_write > 500'000'000ull) {
-        write_stats();
-        last_write = now;
-      }
+      send_xon_where_drained();
       if (now - last_alive > 100'000'000ull) {
         struct stat st {};
-        if (stat(o_.state_path.c_str(), &st) != 0) break;  // the fabric was taken down
+        if (stat(cfg_.state_path.c_str(), &st) != 0) break;  // the fabric was taken down
         last_alive = now;
       }
     }
-    write_stats();
+    unlink(cfg_.socket_path.c_str());
     return true;
   }
 
  private:
-  bool scan_ports(Node& n, size_t node_index, std::string& why) {
-    nl_cache *links = nullptr, *classes = nullptr, *qdiscs = nullptr;
-    if (rtnl_link_alloc_cache(n.rtnl->get(), AF_UNSPEC, &links) < 0 || rtnl_qdisc_alloc_cache(n.rtnl->get(), &qdiscs) < 0) {
-      why = n.name + ": list interfaces";
-      return false;
-    }
-    for (nl_object* o = nl_cache_get_first(links); o; o = nl_cache_get_next(o)) {
-      auto* l = reinterpret_cast<rtnl_link*>(o);
-      int ifindex = rtnl_link_get_ifindex(l);
-      if (ifindex < RL_FIRST_PORT_IFINDEX) continue;
-      Port p;
-      p.node = node_index;
-      p.ifindex = ifindex;
-      p.slot = static_cast<uint32_t>(ifindex - RL_FIRST_PORT_IFINDEX);
-      p.name = rtnl_link_get_name(l);
-      uint64_t rate = 0;
-      if (rtnl_class_alloc_cache(n.rtnl->get(), ifindex, &classes) >= 0) {
-        if (auto* c = rtnl_class_get(classes, ifindex, TC_H_MAKE(RL_HTB_MAJOR << 16, 1))) {
-          rtnl_htb_get_rate64(c, &rate);
-          rtnl_class_put(c);
-        }
-        nl_cache_free(classes);
-        classes = nullptr;
-      }
-      for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
-        rtnl_qdisc* leaf = rtnl_qdisc_get_by_parent(qdiscs, ifindex, TC_H_MAKE(RL_HTB_MAJOR << 16, RL_CLASS_BASE + q));
-        if (!leaf) continue;
-        if (std::string(rtnl_tc_get_kind(reinterpret_cast<rtnl_tc*>(leaf))) == "tbf") {
-          p.pausable[q] = true;
-          p.pause[q] = {ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, q, true, rate * 8, rtnl_link_get_mtu(l),
-                        static_cast<uint32_t>(rtnl_qdisc_tbf_get_limit(leaf))};
-        }
-        rtnl_qdisc_put(leaf);
-      }
-      p.packet = sys::Fd(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
-      sockaddr_ll sll{};
-      sll.sll_family = AF_PACKET;
-      sll.sll_ifindex = ifindex;
-      if (!p.packet.valid() || bind(p.packet.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) {
-        why = n.name + ":" + p.name + ": packet socket: " + std::strerror(errno);
-        nl_cache_free(links);
-        nl_cache_free(qdiscs);
-        return false;
-      }
-      if (!n.egress.valid()) n.egress = sys::Fd(bpf::attached_egress_fd(ifindex, why));
-      if (!config_.valid()) {
-        config_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "port_config", why));
-        info_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "port_info", why));
-        tx_state_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "pfc_tx_state", why));
-        headroom_ = sys::Fd(bpf::attached_map_fd(ifindex, false, "port_headroom", why));
-        events_ = sys::Fd(bpf::attached_map_fd(ifindex, true, "pfc_events", why));
-        if (!config_.valid() || !info_.valid() || !tx_state_.valid() || !events_.valid() || !headroom_.valid()) {
-          nl_cache_free(links);
-          nl_cache_free(qdiscs);
-          return false;
-        }
-      }
-      n.slots.push_back(p.slot);
-      ports_.emplace(p.slot, std::move(p));
-    }
-    nl_cache_free(links);
-    nl_cache_free(qdiscs);
-    return true;
+  bool listen_on(const std::string& path, std::string& why) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    if (path.size() >= sizeof a.sun_path) return why = "socket path too long: " + path, false;
+    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+    listener_ = sys::Fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    unlink(path.c_str());  // this instance's own path (a crashed agent's socket)
+    const mode_t old = umask(0077);  // root only: the agent acts on the fabric
+    const bool ok = listener_.valid() && bind(listener_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                    listen(listener_.get(), 16) == 0;
+    umask(old);
+    if (!ok) why = "listen on " + path + ": " + std::strerror(errno);
+    return ok;
   }
 
-  static int on_event(void* ctx, void* data, size_t len) {
-    if (len >= sizeof(rl_pfc_event)) static_cast<Agent*>(ctx)->handle(*static_cast<rl_pfc_event*>(data));
-    return 0;
+  // One request per connection; a client that sends nothing within 200 ms is dropped, so
+  // a stuck client never stalls the pause loop for long.
+  void serve() {
+    for (;;) {
+      sys::Fd c(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!c.valid()) return;
+      std::string line;
+      char buf[1024];
+      const uint64_t deadline = now_ns() + 200'000'000ull;
+      while (line.find('\n') == std::string::npos && line.size() < sizeof buf && now_ns() < deadline) {
+        pollfd p{c.get(), POLLIN, 0};
+        if (poll(&p, 1, 10) <= 0) continue;
+        ssize_t n = recv(c.get(), buf, sizeof buf, 0);
+        if (n <= 0) break;
+        line.append(buf, size_t(n));
+      }
+      auto j = json::parse(line, nullptr, false);
+      auto r = j.is_object() && j.contains("request") && j["request"].is_string()
+                   ? fabric::request_named(j["request"].get<std::string>())
+                   : std::nullopt;
+      if (!r) {
+        say(c.get(), {{"ok", false}, {"error", "unknown request (figures, stop)"}});
+      } else if (*r == fabric::AgentRequest::kFigures) {
+        say(c.get(), {{"ok", true}, {"figures", fabric::to_json(figures())}});
+      } else {
+        stopping_ = true;
+        say(c.get(), {{"ok", true}});
+      }
+    }
   }
 
   bool set_pause(Port& p, uint32_t prio, bool on) {
-    Node& n = nodes_[p.node];
-    netlink::PauseSpec spec = p.pause[prio];
-    spec.paused = on;
+    Node& n = nodes_[p.cfg->node];
     // Unmarked before a resume, so the drain is not taken for a leak; marked once the
     // pause is acknowledged, so anything sent from then on is one.
-    if (!on) watch_->mark(p.slot, prio, 0);
+    if (!on) watch_->mark(p.cfg->slot, prio, 0);
     netlink::Batch b(*n.rtnl);  // the socket lives in the node's namespace already
-    b.set_pause(spec);
+    b.set_pause(p.pause(prio, on));
     if (!b.flush().ok()) return false;
-    if (on) watch_->mark(p.slot, prio, now_ns(), spec.mtu + 14 + netlink::kPauseBucketMargin);  // TBF's bucket
+    if (on) watch_->mark(p.cfg->slot, prio, now_ns(), p.cfg->mtu + 14 + netlink::kPauseBucketMargin);  // TBF's bucket
     else kick(p);
     return true;
+  }
+
+  // Sends an agent frame out of a port; the calling thread must be in its node's namespace.
+  bool emit(const Port& p, uint32_t mark) {
+    std::string why;
+    return emitter_->send(p.cfg->ifindex, mark, why);
   }
 
   // After a resume HTB may not look at the class again until something is enqueued, and the
@@ -252,15 +216,16 @@ class Agent {
   // priority goes out through the direct queue, which runs the dequeue. The peer consumes
   // it; no counter counts it.
   void kick(Port& p) {
-    auto f = pfc_frame(p.info.mac, 0, 0, 0);
-    if (send(p.packet.get(), f.data(), f.size(), 0) == static_cast<ssize_t>(f.size())) ++kicks_;
+    std::string why;
+    auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
+    if (scope && emit(p, RL_MARK_PFC_KICK)) ++fig_.kicks;
   }
 
   void handle(const rl_pfc_event& e) {
-    ++events_seen_;
+    ++fig_.events;
     auto it = ports_.find(e.slot);
-    if (it == ports_.end() || e.prio >= RL_NUM_PRIO || !it->second.pausable[e.prio]) {
-      ++ignored_;  // a priority this port does not pause (not a PFC priority here)
+    if (it == ports_.end() || !it->second.pausable(e.prio)) {
+      ++fig_.ignored;  // a priority this port does not pause (not a PFC priority here)
       return;
     }
     Port& p = it->second;
@@ -268,7 +233,7 @@ class Agent {
     if (e.quanta == 0) {
       if (st.on && set_pause(p, e.prio, false)) {
         st.on = false;
-        ++resumes_;
+        ++fig_.resumes;
         st.total_ns += now_ns() - st.since_ns;
       }
       return;
@@ -276,12 +241,12 @@ class Agent {
     // Pause time: quanta x 512 bit-times at this port's emulated rate.
     st.until_ns = now_ns() + static_cast<uint64_t>(e.quanta) * p.info.quantum_ps / 1000;
     if (st.on) {
-      ++refreshes_;
+      ++fig_.refreshes;
       return;
     }
     if (set_pause(p, e.prio, true)) {
       st.on = true;
-      ++pauses_;
+      ++fig_.pauses;
       ++st.count;
       uint64_t done = now_ns();
       st.since_ns = done;
@@ -295,7 +260,7 @@ class Agent {
       auto it = ports_.find(static_cast<uint32_t>(k >> 3));
       if (it != ports_.end() && set_pause(it->second, k & 7, false)) {
         st.on = false;
-        ++expired_;
+        ++fig_.expired;
         st.total_ns += now - st.since_ns;
       }
     }
@@ -303,97 +268,73 @@ class Agent {
 
   // For every ingress port this switch paused: XON once the switch's queues of that priority
   // are all below XON, else a refreshed XOFF every Q/2.
-  void send_xon_where_drained(std::string& why) {
-    const size_t n = ports_.empty() ? 0 : (ports_.rbegin()->first + 1) * RL_NUM_PRIO;
-    states_.resize(n);
-    keys_.resize(n);
-    uint32_t count = static_cast<uint32_t>(n), out_batch = 0;
-    LIBBPF_OPTS(bpf_map_batch_opts, bo);
-    int e = bpf_map_lookup_batch(tx_state_.get(), nullptr, &out_batch, keys_.data(), states_.data(), &count, &bo);
-    if (e && errno != ENOENT) return;
-    for (uint32_t i = 0; i < count; ++i) {
+  void send_xon_where_drained() {
+    std::string why;
+    if (!maps_->tx_states(keys_, states_, why)) return;
+    for (size_t i = 0; i < keys_.size(); ++i) {
       if (!states_[i].paused) continue;
-      uint32_t slot = keys_[i] / RL_NUM_PRIO, prio = keys_[i] % RL_NUM_PRIO;
+      const uint32_t slot = keys_[i] / RL_NUM_PRIO, prio = keys_[i] % RL_NUM_PRIO;
       auto it = ports_.find(slot);
       if (it == ports_.end()) continue;
-      Node& node = nodes_[it->second.node];
+      Node& node = nodes_[it->second.cfg->node];
       auto scope = sys::NetnsScope::enter(node.netns.get(), why);
       if (!scope) continue;
       bool drained = true;
       for (uint32_t s : node.slots) {
-        auto d = bpf::probe_depth(node.egress.get(), ports_.at(s).ifindex, prio, why);
-        if (!d || *d >= cfg_.pfc_xon) {
+        auto d = bpf::probe_depth(maps_->egress_program(), ports_.at(s).cfg->ifindex, prio, why);
+        if (!d || *d >= pfc_.pfc_xon) {
           drained = false;
           break;
         }
       }
       const uint64_t now = now_ns();
-      const uint64_t refresh_ns = static_cast<uint64_t>(it->second.info.quantum_ps) * cfg_.pfc_quanta / 2000;
+      const uint64_t refresh_ns = static_cast<uint64_t>(it->second.info.quantum_ps) * pfc_.pfc_quanta / 2000;
       if (!drained && now - states_[i].last_sent_ns < refresh_ns) continue;
       // Drained: XON. Still congested and the pause half gone: refresh the XOFF (a paused
       // port sends nothing, so no packet of its would trigger the refresh in BPF).
-      auto f = pfc_frame(it->second.info.mac, static_cast<uint8_t>(1u << prio), prio, drained ? 0 : cfg_.pfc_quanta);
-      if (send(it->second.packet.get(), f.data(), f.size(), 0) == static_cast<ssize_t>(f.size())) {
-        rl_pfc_tx_state next = states_[i];
-        next.paused = drained ? 0 : 1;
-        if (drained) next.congested = 0;  // every queue is below XON
-        else next.last_sent_ns = now;
-        bpf_map_update_elem(tx_state_.get(), &keys_[i], &next, BPF_ANY);
-        ++(drained ? xon_sent_ : xoff_refreshed_);
-      }
+      if (!emit(it->second, RL_MARK_PFC(!drained, prio))) continue;
+      rl_pfc_tx_state next = states_[i];
+      next.paused = drained ? 0 : 1;
+      if (drained) next.congested = 0;  // every queue is below XON
+      else next.last_sent_ns = now;
+      maps_->set_tx_state(keys_[i], next, why);
+      ++(drained ? fig_.xon_sent : fig_.xoff_refreshed);
     }
   }
 
   static uint64_t key(uint32_t slot, uint32_t prio) { return static_cast<uint64_t>(slot) << 3 | prio; }
 
-  void write_stats() {
+  AgentFigures figures() {
     std::vector<uint64_t> l = latencies_;
     std::sort(l.begin(), l.end());
-    auto pct = [&](double q) -> uint64_t {
-      if (l.empty()) return 0;
-      size_t i = static_cast<size_t>(q / 100.0 * static_cast<double>(l.size()));
-      return l[std::min(i, l.size() - 1)];
-    };
-    raise_budget(pct(99));
-    nlohmann::ordered_json j{{"events", events_seen_},   {"ignored", ignored_},   {"pauses", pauses_},
-                             {"refreshes", refreshes_},  {"resumes", resumes_},   {"expired", expired_},
-                             {"paused_ns", paused_now()}, {"xon_sent", xon_sent_}, {"xoff_refreshed", xoff_refreshed_},
-                             {"kicks", kicks_}};
-    j["reaction_ns"] = {{"count", l.size()}, {"p50", pct(50)}, {"p99", pct(99)}, {"max", l.empty() ? 0 : l.back()}};
-    j["reaction_budget_ns"] = budget_ns_;
-    j["budget_raises"] = budget_raises_;
+    raise_budget(model::percentile_sorted(l, 99));
+    AgentFigures f = fig_;
+    f.reaction_ns = {l.size(), model::percentile_sorted(l, 50), model::percentile_sorted(l, 99),
+                     l.empty() ? 0 : l.back()};
+    f.reaction_budget_ns = budget_ns_;
+    f.budget_raises = budget_raises_;
     // What paused port-priorities still sent: within the one-frame allowance (the tail), and
     // beyond it (leaks: totals, and each port-priority that leaked).
-    uint64_t packets = 0, bytes = 0, tail = 0;
-    auto leaks = nlohmann::ordered_json::array();
     for (const auto& [slot, p] : ports_)
       for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
-        if (!p.pausable[q]) continue;
+        if (!p.pausable(q)) continue;
         const rl_pause_state st = watch_->read(slot, q);
-        packets += st.leaked_packets;
-        tail += st.tail_packets;
-        bytes += st.leaked_bytes;
+        f.leaked_packets += st.leaked_packets;
+        f.pause_tail_packets += st.tail_packets;
+        f.leaked_bytes += st.leaked_bytes;
         if (st.leaked_packets)
-          leaks.push_back({{"node", nodes_[p.node].name}, {"port", p.name}, {"prio", q},
-                           {"packets", st.leaked_packets}, {"bytes", st.leaked_bytes}});
+          f.leaks.push_back({nodes_[p.cfg->node].name, p.cfg->name, q, st.leaked_packets, st.leaked_bytes});
       }
-    j["pause_tail_packets"] = tail;
-    j["leaked_packets"] = packets;
-    j["leaked_bytes"] = bytes;
-    j["leaks"] = leaks;
     // Per port and priority: its pauses and their time, a pause still in force included.
-    auto paused = nlohmann::ordered_json::array();
     const uint64_t now = now_ns();
     for (const auto& [k, st] : paused_) {
       auto it = ports_.find(static_cast<uint32_t>(k >> 3));
+      const uint64_t t = st.total_ns + (st.on && now > st.since_ns ? now - st.since_ns : 0);
+      f.paused_ns += t;
       if (it == ports_.end() || !st.count) continue;
-      paused.push_back({{"node", nodes_[it->second.node].name}, {"port", it->second.name}, {"prio", k & 7},
-                        {"pauses", st.count}, {"paused_ns", paused_of(st, now)}});
+      f.paused.push_back({nodes_[it->second.cfg->node].name, it->second.cfg->name, uint32_t(k & 7), st.count, t});
     }
-    j["paused"] = paused;
-    const std::string tmp = o_.stats_path + ".tmp";
-    if (std::ofstream f(tmp, std::ios::trunc); !(f << j.dump() << "\n")) return;
-    std::rename(tmp.c_str(), o_.stats_path.c_str());
+    return f;
   }
 
   // The measured reaction time fed into the headroom (DESIGN.md §2): once the p99 outgrows
@@ -403,57 +344,52 @@ class Agent {
     if (p99_ns <= budget_ns_) return;
     budget_ns_ = p99_ns;
     ++budget_raises_;
+    std::string why;
     for (const Node& n : nodes_) {
-      std::vector<bpf::HeadroomPort> in;
-      for (uint32_t s : n.slots) {
-        const Port& p = ports_.at(s);
-        in.push_back({p.info.quantum_ps ? 512'000'000'000'000ull / p.info.quantum_ps : 0, p.headroom.base});
-      }
       if (n.slots.empty() || (ports_.at(n.slots.front()).info.flags & RL_PORT_HOST)) continue;
-      auto h = bpf::node_headroom(in, cfg_.pfc_xoff, cfg_.buffer_size, budget_ns_);
-      for (size_t i = 0; i < n.slots.size(); ++i) {
-        uint32_t key = n.slots[i];
-        if (bpf_map_update_elem(headroom_.get(), &key, &h[i], BPF_EXIST) == 0) ports_.at(key).headroom = h[i];
-      }
+      std::vector<bpf::HeadroomPort> in;
+      for (uint32_t s : n.slots) in.push_back({ports_.at(s).cfg->rate_bps, ports_.at(s).headroom.base});
+      auto h = bpf::node_headroom(in, pfc_.pfc_xoff, pfc_.buffer_size, budget_ns_);
+      for (size_t i = 0; i < n.slots.size(); ++i)
+        if (maps_->set_headroom(n.slots[i], h[i], why)) ports_.at(n.slots[i]).headroom = h[i];
     }
   }
 
-  // Port-priority pause time so far, pauses still in force included (emulated ns).
-  uint64_t paused_now() const {
-    uint64_t t = 0;
-    const uint64_t now = now_ns();
-    for (const auto& [k, st] : paused_) t += paused_of(st, now);
-    return t;
-  }
-  static uint64_t paused_of(const Paused& st, uint64_t now) {
-    return st.total_ns + (st.on && now > st.since_ns ? now - st.since_ns : 0);
-  }
-
-  const Options& o_;
+  const AgentConfig cfg_;
+  const std::atomic<bool>* stop_;
+  bool stopping_ = false;
   std::vector<Node> nodes_;
   std::map<uint32_t, Port> ports_;
   std::map<uint64_t, Paused> paused_;
-  sys::Fd config_, info_, tx_state_, events_, headroom_;
-  rl_config cfg_{};
-  ring_buffer* rb_ = nullptr;
+  std::unique_ptr<bpf::FabricMaps> maps_;
+  rl_config pfc_{};
   std::unique_ptr<bpf::PauseWatch> watch_;
+  std::unique_ptr<bpf::PfcEvents> events_;
+  std::unique_ptr<bpf::FrameEmitter> emitter_;
+  sys::Fd listener_;
   std::vector<uint32_t> keys_;
   std::vector<rl_pfc_tx_state> states_;
   std::vector<uint64_t> latencies_;
-  uint64_t events_seen_ = 0, ignored_ = 0, pauses_ = 0, refreshes_ = 0, resumes_ = 0, expired_ = 0, xon_sent_ = 0,
-           kicks_ = 0, xoff_refreshed_ = 0, budget_ns_ = 0, budget_raises_ = 0;
+  AgentFigures fig_;
+  uint64_t budget_ns_ = 0, budget_raises_ = 0;
 };
 
 }  // namespace
 
 bool run(const Options& o, std::string& why) {
-  Agent a(o);
-  if (a.setup(why)) return a.loop(why);
-  // The agent's stdio is /dev/null: say why where `run` and `stats` look for its figures.
-  nlohmann::json j{{"error", why}};
-  if (std::ofstream f(o.stats_path + ".tmp", std::ios::trunc); f << j.dump() << "\n")
-    std::rename((o.stats_path + ".tmp").c_str(), o.stats_path.c_str());
-  return false;
+  sys::Fd hs(o.handshake_fd);
+  auto text = read_all(hs.get());
+  if (!text || text->empty()) return true;  // `up` died before handing us the fabric: nothing to do
+  auto cfg = fabric::config_from_json(json::parse(*text, nullptr, false), why);
+  std::optional<Agent> a;
+  if (cfg) a.emplace(std::move(*cfg), o.stop);
+  if (!a || !a->setup(why)) {
+    say(hs.get(), {{"ok", false}, {"error", why}});
+    return false;
+  }
+  say(hs.get(), {{"ok", true}});
+  hs = sys::Fd();
+  return a->loop();
 }
 
 }  // namespace rocelab::agent

@@ -139,48 +139,6 @@ bool PortPrograms::attach(int ifindex, std::string& why) {
   return true;
 }
 
-namespace {
-int attached_prog_fd(int ifindex, bool ingress, std::string& why) {
-  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
-  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
-  if (int e = bpf_tc_query(&hook, &opts); e) {
-    why = err("no rocelab program on interface " + std::to_string(ifindex), e);
-    return -1;
-  }
-  int prog = bpf_prog_get_fd_by_id(opts.prog_id);
-  if (prog < 0) why = err("open program " + std::to_string(opts.prog_id), errno);
-  return prog;
-}
-}  // namespace
-
-int attached_map_fd(int ifindex, bool ingress, const std::string& name, std::string& why) {
-  int prog = attached_prog_fd(ifindex, ingress, why);
-  if (prog < 0) return -1;
-  uint32_t ids[8] = {};
-  bpf_prog_info info{};
-  info.nr_map_ids = 8;
-  info.map_ids = reinterpret_cast<uint64_t>(ids);
-  uint32_t len = sizeof info;
-  int e = bpf_obj_get_info_by_fd(prog, &info, &len);
-  close(prog);
-  if (e) {
-    why = err("program info", errno);
-    return -1;
-  }
-  for (uint32_t i = 0; i < std::min<uint32_t>(info.nr_map_ids, 8); ++i) {
-    int m = bpf_map_get_fd_by_id(ids[i]);
-    if (m < 0) continue;
-    bpf_map_info mi{};
-    uint32_t mlen = sizeof mi;
-    if (bpf_obj_get_info_by_fd(m, &mi, &mlen) == 0 && name == mi.name) return m;
-    close(m);
-  }
-  why = "the program on interface " + std::to_string(ifindex) + " has no map " + name;
-  return -1;
-}
-
-int attached_egress_fd(int ifindex, std::string& why) { return attached_prog_fd(ifindex, false, why); }
-
 std::optional<uint32_t> probe_depth(int egress_fd, int ifindex, uint32_t prio, std::string& why) {
   unsigned char frame[60] = {0x02, 0, 0, 0, 0, 2, 0x02, 0, 0, 0, 0, 1, 0x08, 0x00, 0x45};
   __sk_buff ctx{};
@@ -193,23 +151,6 @@ std::optional<uint32_t> probe_depth(int egress_fd, int ifindex, uint32_t prio, s
     return std::nullopt;
   }
   return o.retval;
-}
-
-std::unique_ptr<Counters> counters_of_attached_port(int ifindex, std::string& why) {
-  sys::Fd m(attached_map_fd(ifindex, false, "port_counters", why));
-  if (!m.valid()) return nullptr;
-  bpf_map_info mi{};
-  uint32_t len = sizeof mi;
-  if (bpf_obj_get_info_by_fd(m.get(), &mi, &len) != 0) {
-    why = err("port_counters info", errno);
-    return nullptr;
-  }
-  auto c = std::make_unique<Counters>(m.get(), mi.max_entries);
-  if (!c->ok()) {
-    why = err("mmap port_counters", errno);
-    return nullptr;
-  }
-  return c;
 }
 
 }  // namespace rocelab::bpf

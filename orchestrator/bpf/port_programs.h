@@ -1,7 +1,7 @@
 // The port programs (ebpf/egress.bpf.c, ebpf/ingress.bpf.c): loaded once per fabric with
 // one set of maps, attached to every port in its own namespace, and found again later from
-// an attached port (the kernel keeps programs and maps alive while filters hold them, so
-// nothing is pinned and nothing outlives the fabric's namespaces).
+// an attached port (bpf/fabric_maps.h; the kernel keeps programs and maps alive while
+// filters hold them, so nothing is pinned and nothing outlives the fabric's namespaces).
 #pragma once
 
 #include <array>
@@ -18,9 +18,6 @@ struct egress;
 struct ingress;
 
 namespace rocelab::bpf {
-
-inline constexpr std::array<std::string_view, RL_DROP__USED> kDropReasonNames = {"queue_full", "wred", "headroom",
-                                                                                "buffer", "fault_loss"};
 
 // A read-only view of the counter array: slot * RL_NUM_PRIO + prio.
 class Counters {
@@ -72,16 +69,6 @@ class PortPrograms {
   size_t ports_ = 0;
 };
 
-// The counter map behind the egress program attached to `ifindex` in the calling thread's
-// namespace (how `rocelab stats` finds a running fabric's counters).
-std::unique_ptr<Counters> counters_of_attached_port(int ifindex, std::string& why);
-
-// A map of the program attached to `ifindex` (egress or ingress) by its name, as an owned
-// fd (calling thread's namespace); -1 with `why` when there is none.
-int attached_map_fd(int ifindex, bool ingress, const std::string& name, std::string& why);
-
-// The egress program attached to `ifindex` (calling thread's namespace), as an owned fd.
-int attached_egress_fd(int ifindex, std::string& why);
 // Bytes queued now in priority `prio`'s class of `ifindex`, read by the egress program
 // itself (BPF_PROG_TEST_RUN in the calling thread's namespace; nothing is transmitted).
 std::optional<uint32_t> probe_depth(int egress_fd, int ifindex, uint32_t prio, std::string& why);

@@ -5,6 +5,7 @@
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <fmt/format.h>
 
 #include <signal.h>
 #include <unistd.h>
@@ -18,9 +19,8 @@
 
 #include "bpf/probe.h"
 #include "agent/agent.h"
-#include "bpf/port_programs.h"
+#include "fabric/local_testbed.h"
 #include "fabric/realiser.h"
-#include "fabric/stats.h"
 #include "model/loader.h"
 #include "run/capabilities.h"
 #include "run/graph.h"
@@ -208,26 +208,27 @@ int cmd_up(const po::variables_map& vm, const Globals& g) {
   o.scenario_path = vm["scenario"].as<std::string>();
   o.cancel = &g_cancel;
   o.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
-  std::string why;
-  auto f = fabric::Fabric::up(*s, o, why);
-  if (!f) {
-    std::cerr << "rocelab up: " << why << "\n";
-    return kExitEnvironment;
+  auto t = fabric::LocalTestbed::up(*s, o);
+  if (!t) {
+    std::cerr << "rocelab up: " << t.error().what << "\n";
+    return t.error().exit_code();
   }
+  (*t)->keep_running();  // the fabric outlives this command: 'rocelab down' takes it away
+  const fabric::Fabric& f = *(*t)->fabric();
   size_t routes = 0;
-  for (const auto& n : f->plan().nodes) routes += n.routes.size();
-  for (const auto& n : f->notes()) spdlog::warn("{}", n);
+  for (const auto& n : f.plan().nodes) routes += n.routes.size();
+  for (const auto& n : f.notes()) spdlog::warn("{}", n);
   if (g.json) {
-    std::cout << ordered_json{{"instance", s->name}, {"namespaces", f->plan().nodes.size()},
-                              {"links", f->plan().veths.size()}, {"routes", routes}, {"seconds", f->up_seconds()},
+    std::cout << ordered_json{{"instance", s->name}, {"namespaces", f.plan().nodes.size()},
+                              {"links", f.plan().veths.size()}, {"routes", routes}, {"seconds", f.up_seconds()},
                               {"state_file", fabric::state_path(s->name)}}
                      .dump(2)
               << "\n";
   } else {
     std::printf("%s is up: %zu namespaces, %zu links, %zu routes in %.3f s\n", s->name.c_str(),
-                f->plan().nodes.size(), f->plan().veths.size(), routes, f->up_seconds());
+                f.plan().nodes.size(), f.plan().veths.size(), routes, f.up_seconds());
     std::printf("  rocelab status %s          # nodes, interfaces, addresses, counters\n", s->name.c_str());
-    const auto& nodes = f->plan().nodes;
+    const auto& nodes = f.plan().nodes;
     auto host = std::find_if(nodes.begin(), nodes.end(), [](const auto& n) { return n.host; });
     std::printf("  ip netns exec %s bash   # a shell on a node\n", (host != nodes.end() ? *host : nodes.front()).netns.c_str());
     std::printf("  rocelab down %s            # take it away\n", s->name.c_str());
@@ -293,152 +294,125 @@ ordered_json status_json(const fabric::InstanceStatus& st) {
   return j;
 }
 
-// The agent's figures (it rewrites them every half second), if the instance has an agent.
-std::optional<ordered_json> agent_figures(const std::string& instance) {
-  std::ifstream f(fabric::agent_stats_path(instance));
-  if (!f) return std::nullopt;
-  auto j = ordered_json::parse(f, nullptr, false);
-  if (!j.is_object()) return std::nullopt;
-  return j;
+// The instance named by --instance, or the only one up.
+std::optional<std::string> instance_option(const po::variables_map& vm, const char* cmd) {
+  if (vm.count("instance")) return vm["instance"].as<std::string>();
+  auto all = fabric::list_instances();
+  if (all.size() == 1) return all.front();
+  std::cerr << "rocelab " << cmd << ": " << (all.empty() ? "no instance is up" : "several instances are up; name one with --instance")
+            << "\n";
+  return std::nullopt;
 }
 
-int cmd_stats(const po::variables_map& vm, const Globals& g) {
-  std::optional<std::string> name;
-  if (vm.count("instance")) name = vm["instance"].as<std::string>();
-  else {
-    auto all = fabric::list_instances();
-    if (all.size() == 1) name = all.front();
-    else {
-      std::cerr << "rocelab stats: " << (all.empty() ? "no instance is up" : "several instances are up; name one with --instance") << "\n";
-      return kExitEnvironment;
-    }
-  }
-  if (!model::is_instance_name(*name)) {
-    std::cerr << "rocelab stats: '" << name->substr(0, 64) << "' is not an instance name\n";
-    return kExitBadInput;
-  }
-  const std::string only = vm.count("target") ? vm["target"].as<std::string>() : "";
-  std::string why;
-  auto nodes = fabric::instance_nodes(*name, why);
-  auto stats = nodes ? fabric::read_stats(*nodes, only, why) : std::nullopt;
-  if (!stats) {
-    std::cerr << "rocelab stats: " << why << "\n";
-    return why.find("no port matches") != std::string::npos ? kExitBadInput : kExitEnvironment;
-  }
-  if (g.json) {
-    ordered_json ports = ordered_json::array();
-    for (const auto& p : *stats) {
-      ordered_json prios = ordered_json::array();
-      for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
-        const auto& s = p.prio[q];
-        ordered_json drops = ordered_json::object();
-        for (size_t r = 0; r < bpf::kDropReasonNames.size(); ++r) drops[std::string(bpf::kDropReasonNames[r])] = s.c.drops[r];
-        prios.push_back({{"prio", q}, {"tx_packets", s.c.tx_packets}, {"tx_bytes", s.c.tx_bytes},
-                         {"rx_packets", s.c.rx_packets}, {"rx_bytes", s.c.rx_bytes}, {"ecn_marked", s.c.ecn_marked},
-                         {"depth_after", s.c.depth_after}, {"pfc_tx", s.c.pfc_tx}, {"pfc_rx", s.c.pfc_rx},
-                         {"pfc_xon_tx", s.c.pfc_xon_tx}, {"pfc_xon_rx", s.c.pfc_xon_rx},
-                         {"drops", drops}, {"shaper", {{"tx_bytes", s.shaper_bytes}, {"tx_packets", s.shaper_packets},
-                                                       {"drops", s.shaper_drops}, {"backlog_bytes", s.backlog_bytes}}},
-                         {"depth_bytes", s.depth_bytes}});
-      }
-      ports.push_back({{"node", p.node}, {"port", p.port}, {"ifindex", p.ifindex}, {"priorities", prios}});
-    }
-    ordered_json out{{"instance", *name}, {"ports", ports}};
-    if (auto a = agent_figures(*name)) out["agent"] = *a;
-    std::cout << out.dump(2) << "\n";
-    return 0;
-  }
+ordered_json prio_json(uint32_t q, const fabric::PrioStats& s) {
+  ordered_json drops = ordered_json::object();
+  for (size_t r = 0; r < size_t(RL_DROP__USED); ++r) drops[rl_drop_names[r]] = s.c.drops[r];
+  return {{"prio", q}, {"tx_packets", s.c.tx_packets}, {"tx_bytes", s.c.tx_bytes},
+          {"rx_packets", s.c.rx_packets}, {"rx_bytes", s.c.rx_bytes}, {"ecn_marked", s.c.ecn_marked},
+          {"depth_after", s.c.depth_after}, {"pfc_tx", s.c.pfc_tx}, {"pfc_rx", s.c.pfc_rx},
+          {"pfc_xon_tx", s.c.pfc_xon_tx}, {"pfc_xon_rx", s.c.pfc_xon_rx},
+          {"drops", drops}, {"shaper", {{"tx_bytes", s.shaper_bytes}, {"tx_packets", s.shaper_packets},
+                                        {"drops", s.shaper_drops}, {"backlog_bytes", s.backlog_bytes}}},
+          {"depth_bytes", s.depth_bytes}};
+}
+
+void print_stats_table(const std::vector<fabric::PortStats>& stats) {
   // PFC frames: all of them, and of those the XONs (the rest are XOFFs).
-  std::printf("%-18s %4s %12s %14s %12s %10s %10s %10s %10s %8s %8s %8s %8s %8s %8s %14s %10s\n", "port", "prio",
-              "tx_pkts", "tx_bytes", "rx_pkts", "ecn_mark", "qfull", "wred", "headroom", "buffer", "fault", "pfc_tx",
-              "xon_tx", "pfc_rx", "xon_rx", "shaper_bytes", "backlog");
-  for (const auto& p : *stats)
+  fmt::print("{:<18} {:>4} {:>12} {:>14} {:>12} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>10}\n",
+             "port", "prio", "tx_pkts", "tx_bytes", "rx_pkts", "ecn_mark", "qfull", "wred", "headroom", "buffer", "fault",
+             "pfc_tx", "xon_tx", "pfc_rx", "xon_rx", "shaper_bytes", "backlog");
+  for (const auto& p : stats)
     for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) {
       const auto& s = p.prio[q];
       uint64_t dropped = 0;
       for (size_t r = 0; r < RL_DROP__USED; ++r) dropped += s.c.drops[r];
       if (!s.c.tx_packets && !s.c.rx_packets && !s.shaper_bytes && !dropped && !s.c.pfc_tx && !s.c.pfc_rx)
         continue;  // a quiet priority
-      std::printf("%-18s %4u %12llu %14llu %12llu %10llu %10llu %10llu %10llu %8llu %8llu %8llu %8llu %8llu %8llu %14llu %10u\n",
-                  (p.node + ":" + p.port).c_str(), q, (unsigned long long)s.c.tx_packets,
-                  (unsigned long long)s.c.tx_bytes, (unsigned long long)s.c.rx_packets,
-                  (unsigned long long)s.c.ecn_marked, (unsigned long long)s.c.drops[RL_DROP_QUEUE_FULL],
-                  (unsigned long long)s.c.drops[RL_DROP_WRED], (unsigned long long)s.c.drops[RL_DROP_HEADROOM],
-                  (unsigned long long)s.c.drops[RL_DROP_BUFFER], (unsigned long long)s.c.drops[RL_DROP_FAULT],
-                  (unsigned long long)s.c.pfc_tx, (unsigned long long)s.c.pfc_xon_tx, (unsigned long long)s.c.pfc_rx,
-                  (unsigned long long)s.c.pfc_xon_rx, (unsigned long long)s.shaper_bytes, s.backlog_bytes);
+      fmt::print("{:<18} {:>4} {:>12} {:>14} {:>12} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>14} {:>10}\n",
+                 p.node + ":" + p.port, q, s.c.tx_packets, s.c.tx_bytes, s.c.rx_packets, s.c.ecn_marked,
+                 s.c.drops[RL_DROP_QUEUE_FULL], s.c.drops[RL_DROP_WRED], s.c.drops[RL_DROP_HEADROOM],
+                 s.c.drops[RL_DROP_BUFFER], s.c.drops[RL_DROP_FAULT], s.c.pfc_tx, s.c.pfc_xon_tx, s.c.pfc_rx,
+                 s.c.pfc_xon_rx, s.shaper_bytes, s.backlog_bytes);
     }
-  // The agent's side of PFC: what it paused, how fast, and whether the pauses held.
-  if (auto a = agent_figures(*name); a && a->contains("pauses") && only.empty()) {
-    const auto& r = (*a)["reaction_ns"];
-    std::printf("agent: %llu pauses, %.1f ms paused in all, reaction p50 %.0f us p99 %.0f us; sent while paused: %llu "
-                "within one frame per pause, %llu leaked\n",
-                (unsigned long long)a->value("pauses", 0ull), a->value("paused_ns", 0.0) / 1e6,
-                r.value("p50", 0.0) / 1e3, r.value("p99", 0.0) / 1e3,
-                (unsigned long long)a->value("pause_tail_packets", 0ull), (unsigned long long)a->value("leaked_packets", 0ull));
-    for (const auto& l : a->value("leaks", ordered_json::array()))
-      std::printf("  leak: %s:%s priority %d, %llu packets, %llu bytes\n", l.value("node", "").c_str(),
-                  l.value("port", "").c_str(), l.value("prio", 0), (unsigned long long)l.value("packets", 0ull),
-                  (unsigned long long)l.value("bytes", 0ull));
-  } else if (a && a->contains("error")) {
-    std::printf("agent: failed: %s\n", (*a)["error"].get<std::string>().c_str());
+}
+
+// The agent's side of PFC: what it paused, how fast, and whether the pauses held.
+void print_agent_line(const fabric::AgentFigures& a) {
+  fmt::print("agent: {} pauses, {:.1f} ms paused in all, reaction p50 {:.0f} us p99 {:.0f} us; sent while paused: {} "
+             "within one frame per pause, {} leaked\n",
+             a.pauses, double(a.paused_ns) / 1e6, double(a.reaction_ns.p50) / 1e3, double(a.reaction_ns.p99) / 1e3,
+             a.pause_tail_packets, a.leaked_packets);
+  for (const auto& l : a.leaks)
+    fmt::print("  leak: {}:{} priority {}, {} packets, {} bytes\n", l.node, l.port, l.prio, l.packets, l.bytes);
+}
+
+int cmd_stats(const po::variables_map& vm, const Globals& g) {
+  auto name = instance_option(vm, "stats");
+  if (!name) return kExitEnvironment;
+  if (!model::is_instance_name(*name)) {
+    std::cerr << "rocelab stats: '" << name->substr(0, 64) << "' is not an instance name\n";
+    return kExitBadInput;
   }
+  const std::string only = vm.count("target") ? vm["target"].as<std::string>() : "";
+  auto t = fabric::LocalTestbed::attach(*name);
+  auto ports = t ? (*t)->select(only) : Result<std::vector<fabric::PortRef>>(t.error());
+  auto stats = ports ? (*t)->counters(*ports) : Result<std::vector<fabric::PortStats>>(ports.error());
+  if (!stats) {
+    std::cerr << "rocelab stats: " << stats.error().what << "\n";
+    return stats.error().exit_code();
+  }
+  auto agent = (*t)->agent_figures();
+  if (g.json) {
+    ordered_json out{{"instance", *name}, {"ports", ordered_json::array()}};
+    for (const auto& p : *stats) {
+      ordered_json prios = ordered_json::array();
+      for (uint32_t q = 0; q < RL_NUM_PRIO; ++q) prios.push_back(prio_json(q, p.prio[q]));
+      out["ports"].push_back({{"node", p.node}, {"port", p.port}, {"ifindex", p.ifindex}, {"priorities", prios}});
+    }
+    if (agent && *agent) out["agent"] = fabric::to_json(**agent);
+    else if (!agent) out["agent"] = {{"error", agent.error().what}};
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  print_stats_table(*stats);
+  if (!agent) fmt::print("agent: {}\n", agent.error().what);
+  else if (*agent && only.empty()) print_agent_line(**agent);
   return 0;
 }
 
 int cmd_pause(const po::variables_map& vm, const Globals&) {
-  std::string name;
-  if (vm.count("instance")) name = vm["instance"].as<std::string>();
-  else if (auto all = fabric::list_instances(); all.size() == 1) name = all.front();
-  else {
-    std::cerr << "rocelab pause: name the instance with --instance\n";
-    return kExitBadInput;
-  }
-  if (!model::is_instance_name(name) || !vm.count("target") || !vm.count("prio")) {
+  auto name = instance_option(vm, "pause");
+  if (!name) return kExitBadInput;
+  if (!model::is_instance_name(*name) || !vm.count("target") || !vm.count("prio")) {
     std::cerr << "rocelab pause: usage: rocelab pause [--instance NAME] [--resume] NODE:PORT --prio P\n";
     return kExitBadInput;
   }
   const bool resume = vm.count("resume") > 0;
   const int prio = vm["prio"].as<int>();
-  std::string why;
-  if (prio < 0 || prio > 7 ||
-      !fabric::set_port_pause(name, vm["target"].as<std::string>(), static_cast<uint32_t>(prio), !resume, why)) {
-    std::cerr << "rocelab pause: " << (why.empty() ? "priority must be 0..7" : why) << "\n";
-    return why.find("cannot pause") != std::string::npos || why.empty() ? kExitBadInput : kExitEnvironment;
+  if (prio < 0 || prio > 7) {
+    std::cerr << "rocelab pause: priority must be 0..7\n";
+    return kExitBadInput;
+  }
+  auto t = fabric::LocalTestbed::attach(*name);
+  auto port = t ? (*t)->port(vm["target"].as<std::string>()) : Result<fabric::PortRef>(t.error());
+  // A manual pause stays: the Change is not undone (`pause --resume` is its undo).
+  auto change = port ? (*t)->set_pause(*port, uint32_t(prio), !resume) : Result<fabric::Change>(port.error());
+  if (!change) {
+    std::cerr << "rocelab pause: " << change.error().what << "\n";
+    return change.error().exit_code();
   }
   std::cout << vm["target"].as<std::string>() << " priority " << prio << (resume ? " resumed" : " paused") << "\n";
   return 0;
 }
 
 int cmd_agent(const po::variables_map& vm, const Globals&) {
-  if (!vm.count("instance") || !model::is_instance_name(vm["instance"].as<std::string>())) {
-    std::cerr << "rocelab agent: --instance NAME (started by 'rocelab up')\n";
+  if (!vm.count("go-fd")) {
+    std::cerr << "rocelab agent: started by 'rocelab up' only (it hands the agent the fabric)\n";
     return kExitBadInput;
-  }
-  const std::string name = vm["instance"].as<std::string>();
-  if (vm.count("go-fd")) {
-    // Wait for `up` to have recorded us in the state file; EOF means it died first.
-    int fd = vm["go-fd"].as<int>();
-    char c;
-    ssize_t n;
-    do n = read(fd, &c, 1);
-    while (n < 0 && errno == EINTR);
-    close(fd);
-    if (n != 1) return 0;
   }
   catch_signals();
   std::string why;
-  auto nodes = fabric::instance_nodes(name, why);
-  if (!nodes) {
-    std::cerr << "rocelab agent: " << why << "\n";
-    return kExitEnvironment;
-  }
-  agent::Options o;
-  o.instance = name;
-  for (const auto& n : *nodes) o.nodes.push_back({n.node, n.netns});
-  o.state_path = fabric::state_path(name);
-  o.stats_path = fabric::agent_stats_path(name);
-  o.stop = &g_cancel;
+  agent::Options o{vm["go-fd"].as<int>(), &g_cancel};
   if (!agent::run(o, why)) {
     std::cerr << "rocelab agent: " << why << "\n";
     return kExitEnvironment;
@@ -681,12 +655,13 @@ const std::vector<Command>& commands() {
       {"agent", "", "the instance's agent (started by up, stopped by down)",
        "Acts on received PFC frames (pauses that priority on that port until the pause time\n"
        "runs out or XON arrives), sends XON for ports this switch paused once their queues\n"
-       "drained, and writes its figures (reaction latency p50/p99) to\n"
-       "/run/rocelab/NAME.agent.json. 'rocelab up' starts it and records it in the state file.",
-       "rocelab up scenarios/incast-lossless.yaml && cat /run/rocelab/incast.agent.json",
+       "drained, measures its reaction time, and answers on /run/rocelab/NAME.agent.sock\n"
+       "('rocelab stats' shows its figures). 'rocelab up' starts it, hands it the fabric and\n"
+       "records it in the state file; it is not started by hand.",
+       "sudo rocelab up scenarios/incast-lossless.yaml && sudo rocelab stats --instance incast-lossless",
        [](po::options_description& d) {
          d.add_options()("instance", po::value<std::string>(), "instance")(
-             "go-fd", po::value<int>(), "handshake pipe from up (internal)");
+             "go-fd", po::value<int>(), "handshake socket from up (internal)");
        },
        cmd_agent},
       {"perf", "SCENARIO", "perftest-style bandwidth between two hosts over the built-in RoCEv2 engine",

@@ -34,11 +34,14 @@
 #include <string>
 #include <unordered_map>
 
-#include "engine/clock.h"
+#include "sys/clock.h"
 #include "model/scenario.h"
 #include "model/units.h"
 
 namespace rocelab::engine {
+
+using sys::Clock;
+using sys::Nanos;
 
 struct DcqcnParams {
   std::string preset = "paper";

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/clock.h"
+#include "sys/clock.h"
 #include "engine/dcqcn.h"
 #include "engine/transport.h"
 #include "sys/netns.h"

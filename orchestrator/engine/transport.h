@@ -14,10 +14,15 @@
 #include <string>
 #include <vector>
 
-#include "engine/clock.h"
+#include "sys/clock.h"
 #include "engine/wire.h"
 
 namespace rocelab::engine {
+
+using sys::Clock;
+using sys::FakeClock;
+using sys::MonotonicClock;
+using sys::Nanos;
 
 struct RcConfig {
   uint32_t mtu = 1024;          // payload bytes per packet (the IB path MTU)

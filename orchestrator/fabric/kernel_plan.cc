@@ -1,9 +1,12 @@
 #include "fabric/kernel_plan.h"
 
-#include "fabric/port_config.h"
-
+#include <algorithm>
 #include <cstdio>
 #include <map>
+
+#include "fabric/agent_protocol.h"
+#include "fabric/port_config.h"
+#include "sys/state_log.h"
 
 namespace rocelab::fabric {
 
@@ -139,6 +142,40 @@ std::vector<bpf::HeadroomPort> headroom_inputs(const KernelPlan& kp, const NodeP
   std::vector<bpf::HeadroomPort> out;
   for (const PortPlan& p : np.ports) out.push_back({p.rate_bps, kp.pfc_headroom ? kp.pfc_headroom : 2 * p.mtu});
   return out;
+}
+
+netlink::SchedulerSpec scheduler_of(const KernelPlan& kp, const NodePlan& np, const PortPlan& p) {
+  constexpr uint32_t kHostLosslessLimit = 256u << 20;
+  const rl_config& c = kp.port_config;
+  netlink::SchedulerSpec sch{p.ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, p.rate_bps, p.mtu, {}, c.pfc_mask};
+  for (int q = 0; q < RL_NUM_PRIO; ++q) sch.fifo_limit[q] = c.queue_limit[q] + 64 * 1024;
+  // Lossless queues stop at XOFF + headroom, which the agent may raise: at most the pool.
+  for (int q = 0; q < RL_NUM_PRIO; ++q)
+    if ((c.lossless_mask >> q) & 1)
+      sch.fifo_limit[q] = c.buffer_size ? std::max(sch.fifo_limit[q], c.buffer_size + 64 * 1024) : kHostLosslessLimit;
+  // A host holds its paused lossless traffic until its senders block (the socket buffers
+  // fill first): room far beyond any send buffer.
+  if (np.host)
+    for (int q = 0; q < RL_NUM_PRIO; ++q)
+      if ((c.pfc_mask >> q) & 1) sch.fifo_limit[q] = kHostLosslessLimit;
+  return sch;
+}
+
+AgentConfig agent_config(const KernelPlan& kp, const std::string& instance) {
+  AgentConfig cfg;
+  cfg.instance = instance;
+  cfg.state_path = std::string(sys::kStateDir) + "/" + instance + ".state";
+  cfg.socket_path = agent_socket_path(instance);
+  for (size_t x = 0; x < kp.nodes.size(); ++x) {
+    const NodePlan& np = kp.nodes[x];
+    cfg.nodes.push_back({np.node, np.netns});
+    for (const PortPlan& p : np.ports) {
+      const auto sch = scheduler_of(kp, np, p);
+      cfg.ports.push_back({uint32_t(x), uint32_t(p.slot), p.ifindex, p.ifname, p.rate_bps, p.mtu, sch.pausable,
+                           sch.fifo_limit});
+    }
+  }
+  return cfg;
 }
 
 }  // namespace rocelab::fabric

@@ -71,6 +71,15 @@ KernelPlan plan_kernel(const model::Scenario& s);
 // The headroom inputs of a node's ports (same order): emulated rate and physical headroom.
 std::vector<bpf::HeadroomPort> headroom_inputs(const KernelPlan& kp, const NodePlan& np);
 
+// A port's egress scheduler: HTB at its emulated rate, a class per priority, bfifo leaves
+// sized past what the egress program admits (it counts what it refuses; the fifo is a
+// backstop), TBF leaves on PFC priorities so they can pause.
+netlink::SchedulerSpec scheduler_of(const KernelPlan& kp, const NodePlan& np, const PortPlan& p);
+
+struct AgentConfig;
+// What the agent needs to know of the fabric: its nodes and every port's pause settings.
+AgentConfig agent_config(const KernelPlan& kp, const std::string& instance);
+
 // Locally administered unicast MAC 02:SS:NN:NN:PP:PP (S seed, N node, P port).
 netlink::Mac port_mac(uint64_t seed, size_t node, size_t port);
 std::string format_mac(const netlink::Mac& m);

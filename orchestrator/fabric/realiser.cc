@@ -1,5 +1,6 @@
 #include "fabric/realiser.h"
 
+#include <poll.h>
 #include <netlink/addr.h>
 #include <netlink/cache.h>
 #include <netlink/route/addr.h>
@@ -21,6 +22,7 @@
 #include <sstream>
 
 #include "bpf/headroom.h"
+#include "fabric/agent_protocol.h"
 #include "bpf/port_programs.h"
 #include "fabric/port_config.h"
 #include "netlink/batch.h"
@@ -33,7 +35,6 @@ namespace rocelab::fabric {
 namespace {
 
 constexpr const char* kMagic = "rocelab-state 1";
-constexpr uint32_t kHostLosslessLimit = 256u << 20;
 constexpr const char* kHashSeedSysctl = "net/ipv4/fib_multipath_hash_seed";
 using Clock = std::chrono::steady_clock;
 
@@ -207,8 +208,9 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
   };
 
   // The port programs load first: a kernel that refuses them fails before anything is made.
-  auto progs = bpf::PortPrograms::load(plan_.ports, plan_.port_config, why);
-  if (!progs) return false;
+  progs_ = bpf::PortPrograms::load(plan_.ports, plan_.port_config, why);
+  if (!progs_) return false;
+  auto& progs = progs_;
   for (const NodePlan& np : plan_.nodes)
     for (const PortPlan& p : np.ports) {
       rl_port_info info{};
@@ -299,23 +301,7 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
     }
     for (const auto& r : np.routes) b.add_route(r);
     for (const auto& r : np.rules) b.add_rule(r);
-    for (const PortPlan& p : np.ports) {
-      netlink::SchedulerSpec sch{p.ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, p.rate_bps, p.mtu, {}, plan_.port_config.pfc_mask};
-      // bfifo is a backstop: the egress program admits against queue_limit first and
-      // counts what it refuses by name.
-      for (int q = 0; q < RL_NUM_PRIO; ++q) sch.fifo_limit[q] = plan_.port_config.queue_limit[q] + 64 * 1024;
-      // Lossless queues stop at XOFF + headroom, which the agent may raise: at most the pool.
-      const uint32_t pool = plan_.port_config.buffer_size;
-      for (int q = 0; q < RL_NUM_PRIO; ++q)
-        if ((plan_.port_config.lossless_mask >> q) & 1)
-          sch.fifo_limit[q] = pool ? std::max(sch.fifo_limit[q], pool + 64 * 1024) : kHostLosslessLimit;
-      // A host holds its paused lossless traffic until its senders block (the socket
-      // buffers fill first): room far beyond any send buffer.
-      if (np.host)
-        for (int q = 0; q < RL_NUM_PRIO; ++q)
-          if ((plan_.port_config.pfc_mask >> q) & 1) sch.fifo_limit[q] = kHostLosslessLimit;
-      b.add_scheduler(sch);
-    }
+    for (const PortPlan& p : np.ports) b.add_scheduler(scheduler_of(plan_, np, p));
     if (auto st = b.flush(); !st.ok()) {
       why = np.node + ": " + st.text;
       return false;
@@ -343,52 +329,37 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
   return log_->append({std::string("ready ") + secs}, why);
 }
 
-// The agent: logged as a file it will write and a process, then let run. If we die before
-// logging it, it sees its handshake pipe close and exits, so nothing unrecorded survives.
+// The agent: logged as the socket it will make and a process, then handed its
+// configuration. If we die before logging it, it reads EOF on the handshake and exits, so
+// nothing unrecorded survives.
 bool Fabric::start_agent(const UpOptions& o, std::string& why) {
   if (!plan_.port_config.pfc_mask) return true;  // nothing to pause: no agent needed
-  agent_stats_ = agent_stats_path(instance_);
-  unlink(agent_stats_.c_str());  // a crashed run's copy would read as ready
-  if (!log_->append({"file " + agent_stats_}, why)) return false;
+  AgentConfig cfg = agent_config(plan_, instance_);
+  if (!log_->append({"file " + cfg.socket_path}, why)) return false;
   auto sp = sys::spawn_self({"agent", "--instance", instance_}, why);
   if (!sp) return false;
-  sys::Fd go(sp->go_fd);
+  sys::Fd hs(sp->handshake_fd);
   if (!log_->append({"proc " + std::to_string(sp->pid) + " " + std::to_string(sp->starttime)}, why)) return false;
-  if (write(go.get(), "g", 1) != 1) {
-    why = "start the agent: " + std::string(std::strerror(errno));
-    return false;
+  const std::string text = to_json(cfg).dump();
+  if (!sys::write_all(hs.get(), text, why) || shutdown(hs.get(), SHUT_WR) != 0) return why = "start the agent: " + why, false;
+  // Ready once it has opened the maps, attached its watcher and listens: traffic sent
+  // before then would meet nobody honouring PFC. If it failed, it says why.
+  std::string reply;
+  for (int waited_ms = 0; reply.find('\n') == std::string::npos; waited_ms += 10) {
+    if (o.cancel && o.cancel->load()) return why = "interrupted: rolled back", false;
+    if (waited_ms >= 30'000) return why = "the PFC agent was not ready after 30 s", false;
+    pollfd p{hs.get(), POLLIN, 0};
+    if (poll(&p, 1, 10) <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(hs.get(), buf, sizeof buf);
+    if (n <= 0) return why = "the PFC agent exited before it was ready", false;
+    reply.append(buf, size_t(n));
   }
-  // Ready once it has written its first figures (every port found, its watcher attached):
-  // traffic sent before then would meet nobody honouring PFC. If it failed, it says why there.
-  for (int waited_ms = 0;; waited_ms += 10) {
-    if (std::ifstream f(agent_stats_); f) {
-      std::stringstream text;
-      text << f.rdbuf();
-      auto j = nlohmann::json::parse(text.str(), nullptr, false);
-      if (j.is_object() && j.contains("error") && j["error"].is_string()) {
-        why = "the PFC agent: " + j["error"].get<std::string>();
-        return false;
-      }
-      return true;
-    }
-    if (waitpid(sp->pid, nullptr, WNOHANG) == sp->pid) {
-      why = "the PFC agent exited before it was ready";
-      return false;
-    }
-    if (o.cancel && o.cancel->load()) {
-      why = "interrupted: rolled back";
-      return false;
-    }
-    if (waited_ms >= 30'000) {
-      why = "the PFC agent was not ready after 30 s";
-      return false;
-    }
-    usleep(10'000);
-  }
-}
-
-std::string agent_stats_path(const std::string& instance) {
-  return std::string(sys::kStateDir) + "/" + instance + ".agent.json";
+  auto j = nlohmann::json::parse(reply, nullptr, false);
+  if (!j.is_object() || !j.value("ok", false))
+    return why = "the PFC agent: " + (j.is_object() ? j.value("error", std::string("failed")) : reply), false;
+  agent_socket_ = cfg.socket_path;
+  return true;
 }
 
 Fabric::~Fabric() = default;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bpf/port_programs.h"
 #include "fabric/kernel_plan.h"
 #include "model/scenario.h"
 #include "netlink/route_socket.h"
@@ -21,8 +22,6 @@
 namespace rocelab::fabric {
 
 std::string state_path(const std::string& instance);
-// Where the instance's agent writes its figures (JSON, every half second).
-std::string agent_stats_path(const std::string& instance);
 
 struct UpOptions {
   std::string scenario_path;                          // recorded in the state file
@@ -45,6 +44,8 @@ class Fabric {
   const std::string& instance() const { return instance_; }
   double up_seconds() const { return up_seconds_; }
   const std::vector<std::string>& notes() const { return notes_; }
+  const std::string& agent_socket() const { return agent_socket_; }
+  const bpf::PortPrograms& programs() const { return *progs_; }
 
  private:
   struct NodeHandles {
@@ -59,9 +60,10 @@ class Fabric {
   std::string instance_;
   KernelPlan plan_;
   std::unique_ptr<sys::StateLog> log_;
+  std::unique_ptr<bpf::PortPrograms> progs_;  // loaded here; the ports' filters keep them after
   std::vector<NodeHandles> nodes_;
   std::vector<std::string> notes_;
-  std::string agent_stats_;
+  std::string agent_socket_;  // empty: no agent (no PFC priority)
   double up_seconds_ = 0;
 };
 

@@ -95,15 +95,17 @@ void Batch::add_veth(const VethSpec& v) {
   queue(msg, e, "veth pair " + v.name + " <-> " + v.peer_name);
 }
 
-void Batch::set_up(int ifindex) {
+void Batch::set_up(int ifindex) { set_link(ifindex, true); }
+
+void Batch::set_link(int ifindex, bool up) {
   nl_msg* msg = nlmsg_alloc_simple(RTM_NEWLINK, 0);
   ifinfomsg ifi{};
   ifi.ifi_family = AF_UNSPEC;
   ifi.ifi_index = ifindex;
-  ifi.ifi_flags = IFF_UP;
+  ifi.ifi_flags = up ? IFF_UP : 0;
   ifi.ifi_change = IFF_UP;
   int e = msg ? nlmsg_append(msg, &ifi, sizeof ifi, NLMSG_ALIGNTO) : -NLE_NOMEM;
-  queue(msg, e, "set interface " + std::to_string(ifindex) + " up");
+  queue(msg, e, "set interface " + std::to_string(ifindex) + (up ? " up" : " down"));
 }
 
 void Batch::add_addr(const AddrSpec& a) {

@@ -85,6 +85,7 @@ class Batch {
   // Creates the pair with this end up; the peer comes up with set_up() in its namespace.
   void add_veth(const VethSpec& v);
   void set_up(int ifindex);
+  void set_link(int ifindex, bool up);  // administrative state
   void add_addr(const AddrSpec& a);
   void add_route(const RouteSpec& r);
   void add_neigh(const NeighSpec& n);

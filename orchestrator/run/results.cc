@@ -1,7 +1,5 @@
 #include "run/results.h"
 
-#include "bpf/port_programs.h"
-
 #include <unistd.h>
 
 #include <cstdio>
@@ -34,43 +32,6 @@ MetricSet topology_metrics(const Scenario& s) {
   }
   m["link_rate"] = rates;
   return m;
-}
-
-void add_port_metrics(MetricSet& m, const std::vector<fabric::PortStats>& ports, uint8_t lossless_mask) {
-  const char* names[] = {"tx_packets", "tx_bytes", "rx_packets", "rx_bytes", "ecn_marked",
-                         "drops", "shaper_tx_bytes", "pfc_tx", "pfc_rx", "pfc_xoff_tx", "pfc_xon_tx",
-                         "pfc_xoff_rx", "pfc_xon_rx"};
-  for (const char* n : names) m[n] = MetricValue{MetricKind::kCounter, 0, {}};
-  double lossless_drops = 0;
-  for (const auto& p : ports)
-    for (uint32_t prio = 0; prio < RL_NUM_PRIO; ++prio) {
-      const fabric::PrioStats& s = p.prio[prio];
-      std::map<std::string, std::string> labels{{"node", p.node}, {"port", p.port}, {"prio", std::to_string(prio)}};
-      auto add = [&](const char* name, uint64_t v) {
-        if (v) m[name].samples.push_back(Sample{labels, static_cast<double>(v)});
-      };
-      add("tx_packets", s.c.tx_packets);
-      add("tx_bytes", s.c.tx_bytes);
-      add("rx_packets", s.c.rx_packets);
-      add("rx_bytes", s.c.rx_bytes);
-      add("ecn_marked", s.c.ecn_marked);
-      add("shaper_tx_bytes", s.shaper_bytes);
-      add("pfc_tx", s.c.pfc_tx);
-      add("pfc_rx", s.c.pfc_rx);
-      add("pfc_xoff_tx", s.c.pfc_tx - s.c.pfc_xon_tx);
-      add("pfc_xon_tx", s.c.pfc_xon_tx);
-      add("pfc_xoff_rx", s.c.pfc_rx - s.c.pfc_xon_rx);
-      add("pfc_xon_rx", s.c.pfc_xon_rx);
-      for (size_t r = 0; r < bpf::kDropReasonNames.size(); ++r) {
-        if (!s.c.drops[r]) continue;
-        auto l = labels;
-        l["reason"] = std::string(bpf::kDropReasonNames[r]);
-        m["drops"].samples.push_back(Sample{l, static_cast<double>(s.c.drops[r])});
-        // An injected loss is the wire's, not a broken lossless guarantee.
-        if ((lossless_mask >> prio) & 1 && r != RL_DROP_FAULT) lossless_drops += static_cast<double>(s.c.drops[r]);
-      }
-    }
-  m["lossless_drops"] = MetricValue{MetricKind::kScalar, lossless_drops, {}};
 }
 
 ordered_json metrics_json(const MetricSet& m) {

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "model/expect.h"
-#include "fabric/stats.h"
 #include "model/scenario.h"
 
 namespace rocelab::run {
@@ -25,8 +24,6 @@ struct AssertionOutcome {
 
 // The metrics a finished run exposes to expect: and results.json.
 model::MetricSet topology_metrics(const model::Scenario& s);
-// Per (node, port, priority) counters as counter metrics; only pairs that counted anything.
-void add_port_metrics(model::MetricSet& m, const std::vector<fabric::PortStats>& ports, uint8_t lossless_mask);
 nlohmann::ordered_json metrics_json(const model::MetricSet& m);
 nlohmann::ordered_json assertions_json(const std::vector<AssertionOutcome>& a);
 

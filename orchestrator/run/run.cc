@@ -2,19 +2,20 @@
 
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <stdexcept>
+#include <mutex>
 #include <thread>
 
 #include "bpf/headroom.h"
 #include "fabric/connectivity.h"
-#include "fabric/realiser.h"
-#include "fabric/stats.h"
+#include "fabric/local_testbed.h"
+#include "fault/timeline.h"
 #include "run/resolved.h"
-#include "run/faults.h"
 #include "run/workloads.h"
 #include "sys/host_info.h"
+#include "telemetry/sink.h"
 
 namespace rocelab::run {
 
@@ -23,37 +24,64 @@ using nlohmann::ordered_json;
 
 namespace {
 
+// Everything the phases share. Each phase fills its own typed part and returns a Status:
+// an error with kInvalidRun marks the run invalid and lets it go on; any other stops the
+// phases after it (down still runs once the fabric is up).
+struct RunContext {
+  RunContext(const model::Scenario& sc, const RunOptions& o) : s(sc), opts(o) {}
+  const model::Scenario& s;
+  const RunOptions& opts;
+  std::chrono::system_clock::time_point started = std::chrono::system_clock::now();
+  fs::path dir;
+  std::unique_ptr<EventLog> events;
+  Capabilities caps;
+  model::MetricSet metrics;
+  ordered_json phases = ordered_json::array();
+  std::vector<std::string> notes;
+  std::unique_ptr<fabric::LocalTestbed> testbed;
+  std::optional<fabric::Reachability> reach;
+  std::optional<workload::WorkloadRun> workloads;
+  std::optional<WorkloadAnalysis> analysis;
+  ordered_json faults;
+  std::optional<Error> error;  // what stopped the run (exit code from its code)
+  std::string invalid;         // why the run cannot be trusted (exit 2)
+  std::vector<AssertionOutcome> assertions;
+  std::string table;
+
+  void scalar(const char* name, double v) { metrics[name] = model::MetricValue{model::MetricKind::kScalar, v, {}}; }
+  const fabric::KernelPlan& plan() const { return testbed->fabric()->plan(); }
+};
+
+struct Phase {
+  const char* name;
+  Status (*run)(RunContext&);
+};
+
 bool write_text(const fs::path& p, const std::string& text, std::string& why) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << text;
   out.close();
-  if (!out) {
-    why = "cannot write " + p.string();
-    return false;
-  }
-  return true;
+  if (!out) why = "cannot write " + p.string();
+  return bool(out);
 }
 
 // A fresh directory: the one asked for (must be absent or empty), or a new timestamped one.
-bool make_run_dir(const model::Scenario& s, const RunOptions& o, fs::path& dir, std::string& why) {
+Status make_run_dir(RunContext& c) {
   std::error_code ec;
-  if (!o.out_dir.empty()) {
-    dir = o.out_dir;
-    if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec))) {
-      why = "run directory " + dir.string() + " already exists and is not empty (choose another --out)";
-      return false;
-    }
+  if (!c.opts.out_dir.empty()) {
+    c.dir = c.opts.out_dir;
+    if (fs::exists(c.dir, ec) && !(fs::is_directory(c.dir, ec) && fs::is_empty(c.dir, ec)))
+      return error(Errc::kEnvironment,
+                   "run directory " + c.dir.string() + " already exists and is not empty (choose another --out)");
   } else {
-    fs::path base = fs::path("runs") / (s.name + "-" + utc_timestamp(std::chrono::system_clock::now(), true));
-    dir = base;
-    for (int i = 2; fs::exists(dir, ec); ++i) dir = base.string() + "-" + std::to_string(i);
+    fs::path base = fs::path("runs") / (c.s.name + "-" + utc_timestamp(c.started, true));
+    c.dir = base;
+    for (int i = 2; fs::exists(c.dir, ec); ++i) c.dir = base.string() + "-" + std::to_string(i);
   }
-  fs::create_directories(dir, ec);
-  if (ec) {
-    why = "cannot create run directory " + dir.string() + ": " + ec.message();
-    return false;
-  }
-  return true;
+  fs::create_directories(c.dir, ec);
+  if (ec) return error(Errc::kEnvironment, "cannot create run directory " + c.dir.string() + ": " + ec.message());
+  c.events = std::make_unique<EventLog>((c.dir / "events.jsonl").string());
+  return ok();
 }
 
 ordered_json versions_json() {
@@ -69,258 +97,285 @@ ordered_json versions_json() {
   return v;
 }
 
-}  // namespace
-
-RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
-  RunReport rep;
-  const auto started = std::chrono::system_clock::now();
-  fs::path dir;
-  if (!make_run_dir(s, opts, dir, rep.error)) {
-    rep.exit_code = kExitEnvironment;
-    rep.outcome = "error";
-    return rep;
-  }
-  rep.run_dir = dir.string();
-  EventLog events((dir / "events.jsonl").string());
-  events.add("run_start", {{"scenario", s.file}, {"instance", s.name}, {"seed", s.seed}, {"scale", s.scale.factor()}});
-
+Status validate_phase(RunContext& c) {
+  c.events->add("run_start", {{"scenario", c.s.file}, {"instance", c.s.name}, {"seed", c.s.seed}, {"scale", c.s.scale.factor()}});
   std::error_code ec;
-  if (!opts.scenario_path.empty()) fs::copy_file(opts.scenario_path, dir / "scenario.yaml", fs::copy_options::overwrite_existing, ec);
+  if (!c.opts.scenario_path.empty())
+    fs::copy_file(c.opts.scenario_path, c.dir / "scenario.yaml", fs::copy_options::overwrite_existing, ec);
   std::string why;
-  if (!write_text(dir / "resolved.json", resolved_json(s).dump(2) + "\n", why)) spdlog::warn("{}", why);
-  events.add("validated", {{"nodes", s.nodes.size()}, {"links", s.links.size()}});
+  if (!write_text(c.dir / "resolved.json", resolved_json(c.s).dump(2) + "\n", why)) spdlog::warn("{}", why);
+  c.metrics = topology_metrics(c.s);
+  c.caps = detect_capabilities();
+  c.events->add("capabilities", {{"all_required", c.caps.all_required()}});
+  if (c.opts.model_only) {
+    c.notes.push_back("--model-only: no fabric was made; only the model's metrics exist");
+    if (!c.s.workloads.empty()) c.notes.push_back("--model-only: the scenario's workloads did not run (they need the fabric)");
+  }
+  return ok();
+}
 
-  Capabilities caps = detect_capabilities();
-  events.add("capabilities", {{"all_required", caps.all_required()}});
+// Notes where a switch's lossless queues would need more than its buffer.
+void note_headroom_caps(RunContext& c) {
+  const auto& kp = c.plan();
+  for (const auto& np : kp.nodes) {
+    if (np.host || !kp.port_config.buffer_size || !kp.port_config.pfc_mask) continue;
+    uint64_t need = 0;  // the largest limit the node's lossless queues would need, uncapped
+    for (const auto& h : bpf::node_headroom(fabric::headroom_inputs(kp, np), kp.port_config.pfc_xoff, 0,
+                                            bpf::kInitialReactionBudgetNs))
+      need = std::max<uint64_t>(need, h.lossless_limit);
+    if (need > kp.port_config.buffer_size)
+      c.notes.push_back(np.node + ": XOFF + the headroom of its ports (" + std::to_string(need) +
+                        " B) exceed qos.buffer.size (" + std::to_string(kp.port_config.buffer_size) +
+                        " B): its lossless queues stop at the buffer and may drop as `headroom`");
+  }
+}
 
-  ordered_json phases = ordered_json::array();
-  phases.push_back({{"name", "validate"}, {"status", "done"}});
-  std::string blocker;
-  if (blocker = faults_not_built(s); !blocker.empty()) {
-  } else if (!s.capture.ports.empty()) blocker = "the scenario asks for packet capture, which is not built yet";
+Status up_phase(RunContext& c) {
+  fabric::UpOptions uo;
+  uo.scenario_path = c.opts.scenario_path;
+  uo.cancel = c.opts.cancel;
+  uo.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
+  auto t = fabric::LocalTestbed::up(c.s, uo);
+  if (!t) return error(t.error().code == make_error_code(Errc::kBadInput) ? Errc::kBadInput : Errc::kEnvironment,
+                       "up: " + t.error().what);
+  c.testbed = std::move(*t);
+  for (const auto& n : c.testbed->fabric()->notes()) c.notes.push_back(n);
+  c.scalar("up_seconds", c.testbed->fabric()->up_seconds());
+  note_headroom_caps(c);
+  return ok();
+}
 
-  model::MetricSet metrics = topology_metrics(s);
-  auto scalar = [&](const char* name, double v) { metrics[name] = model::MetricValue{model::MetricKind::kScalar, v, {}}; };
-  std::string invalid;  // why the run cannot be trusted (exit 2)
-  double headroom_drops = 0;  // lossless packets beyond XOFF + headroom, every port
-  ordered_json workloads_out;
-  ordered_json faults_out;
-  if (opts.model_only) {
-    const std::string note = "--model-only: no fabric was made; only the model's metrics exist";
-    rep.notes.push_back(note);
-    if (!s.workloads.empty())
-      rep.notes.push_back("--model-only: the scenario's workloads did not run (they need the fabric)");
-    phases.push_back({{"name", "up"}, {"status", "skipped"}, {"why", note}});
-  } else if (blocker.empty()) {
-    fabric::UpOptions uo;
-    uo.scenario_path = opts.scenario_path;
-    uo.cancel = opts.cancel;
-    uo.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
-    auto f = fabric::Fabric::up(s, uo, blocker);
-    if (f) {
-      for (const auto& n : f->notes()) rep.notes.push_back(n);
-      scalar("up_seconds", f->up_seconds());
-      phases.push_back({{"name", "up"}, {"status", "done"}, {"seconds", f->up_seconds()}});
-      events.add("phase", {{"name", "up"}, {"status", "done"}, {"seconds", f->up_seconds()}});
+Status connectivity_phase(RunContext& c) {
+  std::string why;
+  auto r = fabric::check_connectivity(*c.testbed->fabric(), why);
+  if (!r) return error(Errc::kInvalidRun, "connectivity check could not run: " + why);
+  c.reach = r;
+  c.scalar("host_pairs", double(r->pairs));
+  c.scalar("reachable_pairs", double(r->reached));
+  c.scalar("unreachable_pairs", double(r->pairs - r->reached));
+  if (r->reached < r->pairs)
+    return error(Errc::kInvalidRun, "connectivity check: " + std::to_string(r->pairs - r->reached) + " of " +
+                                        std::to_string(r->pairs) + " host NIC pairs unreachable (first: " +
+                                        r->unreachable.front() + ")");
+  return ok();
+}
+
+// The fault timeline on the monotonic clock, in its own thread while the workloads run.
+class TimelineThread {
+ public:
+  TimelineThread(fault::Timeline& tl, const sys::Clock& clock) : tl_(tl), clock_(clock) {
+    tl_.start(clock_.now());
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~TimelineThread() { stop(); }
+  void wait_all() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return stop_ || !tl_.pending(); });
+  }
+  void stop() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lk(mu_);
+    while (!stop_ && tl_.pending()) {
+      const auto wait = std::chrono::nanoseconds(std::max<sys::Nanos>(0, tl_.next_due() - clock_.now()));
+      if (cv_.wait_for(lk, wait, [&] { return stop_; })) break;
+      tl_.apply_due(clock_.now());
+      cv_.notify_all();
+    }
+    cv_.notify_all();
+  }
+  fault::Timeline& tl_;
+  const sys::Clock& clock_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+};
+
+Status traffic_phase(RunContext& c) {
+  // The fault timeline's clock starts with the workloads'.
+  fault::Timeline timeline(c.s, *c.testbed);
+  Status st = ok();
+  {
+    TimelineThread tt(timeline, c.testbed->clock());
+    if (!c.s.workloads.empty()) {
+      workload::RunnerOptions ro;
+      ro.progress = [](const std::string& l) { spdlog::info("workloads: {}", l); };
+      ro.cancel = c.opts.cancel;
+      c.events->add("phase", {{"name", "workloads"}, {"status", "started"}});
       std::string why;
-      for (const auto& np : f->plan().nodes) {
-        if (np.host || !f->plan().port_config.buffer_size || !f->plan().port_config.pfc_mask) continue;
-        uint64_t sum = 0;  // the largest limit the node's lossless queues would need, uncapped
-        for (const auto& h : bpf::node_headroom(fabric::headroom_inputs(f->plan(), np), f->plan().port_config.pfc_xoff,
-                                                0, bpf::kInitialReactionBudgetNs))
-          sum = std::max<uint64_t>(sum, h.lossless_limit);
-        if (sum > f->plan().port_config.buffer_size)
-          rep.notes.push_back(np.node + ": XOFF + the headroom of its ports (" + std::to_string(sum) +
-                              " B) exceed qos.buffer.size (" + std::to_string(f->plan().port_config.buffer_size) +
-                              " B): its lossless queues stop at the buffer and may drop as `headroom`");
-      }
-      if (auto r = fabric::check_connectivity(*f, why)) {
-        scalar("host_pairs", static_cast<double>(r->pairs));
-        scalar("reachable_pairs", static_cast<double>(r->reached));
-        scalar("unreachable_pairs", static_cast<double>(r->pairs - r->reached));
-        ordered_json ph{{"name", "connectivity"}, {"status", "done"}, {"seconds", r->seconds},
-                        {"pairs", r->pairs}, {"reached", r->reached}, {"not_connected_by_topology", r->disconnected}};
-        if (!r->unreachable.empty()) ph["unreachable"] = r->unreachable;
-        phases.push_back(ph);
-        events.add("connectivity", ph);
-        if (r->reached < r->pairs) {
-          invalid = "connectivity check: " + std::to_string(r->pairs - r->reached) + " of " + std::to_string(r->pairs) +
-                    " host NIC pairs unreachable (first: " + r->unreachable.front() + ")";
-        }
+      if (auto wr = workload::run_workloads(c.s, c.plan(), ro, why)) {
+        c.workloads = std::move(*wr);
+        if (!c.workloads->invalid.empty() && c.invalid.empty()) c.invalid = c.workloads->invalid;
       } else {
-        invalid = "connectivity check could not run: " + why;
-      }
-      // The fault timeline's clock starts with the workloads'.
-      FaultTimeline timeline(s, s.name);
-      timeline.start();
-      if (!s.workloads.empty() && blocker.empty()) {
-        workload::RunnerOptions ro;
-        ro.progress = [](const std::string& l) { spdlog::info("workloads: {}", l); };
-        ro.cancel = opts.cancel;
-        events.add("phase", {{"name", "workloads"}, {"status", "started"}});
-        if (auto wr = workload::run_workloads(s, f->plan(), ro, why)) {
-          const WorkloadAnalysis a = analyse_workloads(*wr, s.scale);
-          add_workload_metrics(metrics, *wr, a, s.scale);
-          workloads_out = workloads_json(*wr, a, s.scale);
-          rep.table = workloads_table(*wr, a, s.scale);
-          phases.push_back({{"name", "workloads"}, {"status", "done"}, {"seconds", wr->seconds}});
-          events.add("phase", {{"name", "workloads"}, {"status", "done"}, {"seconds", wr->seconds}});
-          if (!wr->invalid.empty() && invalid.empty()) invalid = wr->invalid;
-        } else {
-          blocker = "workloads: " + why;
-          phases.push_back({{"name", "workloads"}, {"status", "failed"}, {"why", why}});
-        }
-      }
-      if (s.workloads.empty()) timeline.wait_all();
-      timeline.stop();
-      faults_out = timeline.record();
-      for (const auto& r : faults_out) events.add("fault", r);
-      if (timeline.failed() && invalid.empty()) invalid = "a fault could not be applied (results.json faults)";
-      std::vector<fabric::NodeRef> refs;
-      for (size_t x = 0; x < f->plan().nodes.size(); ++x)
-        refs.push_back({f->plan().nodes[x].node, f->plan().nodes[x].netns, f->netns_fd(x)});
-      if (auto stats = fabric::read_stats(refs, "", why)) {
-        add_port_metrics(metrics, *stats, s.qos.lossless_mask);
-        for (const auto& ps : *stats)
-          for (const auto& q : ps.prio) headroom_drops += static_cast<double>(q.c.drops[RL_DROP_HEADROOM]);
-        events.add("collected", {{"ports", stats->size()}});
-      } else {
-        invalid = invalid.empty() ? "counters could not be read: " + why : invalid;
-      }
-      // The agent's figures (it rewrites them every half second: after traffic, wait for a
-      // fresh copy so the pause time covers the end of the workloads).
-      if (!s.workloads.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(600));
-      if (std::ifstream af(fabric::agent_stats_path(s.name)); af) {
-        try {
-          auto a = nlohmann::json::parse(af);
-          if (a.contains("error")) throw std::runtime_error(a["error"].get<std::string>());
-          scalar("agent_pauses", a.at("pauses").get<double>());
-          if (a.contains("paused_ns")) scalar("pause_time", a["paused_ns"].get<double>() / 1e9 / s.scale.factor());
-          if (a.contains("paused")) {
-            model::MetricValue per{model::MetricKind::kCounter, 0, {}};
-            for (const auto& x : a["paused"])
-              per.samples.push_back(model::Sample{{{"node", x.at("node").get<std::string>()},
-                                            {"port", x.at("port").get<std::string>()},
-                                            {"prio", std::to_string(x.at("prio").get<int>())}},
-                                           x.at("paused_ns").get<double>() / 1e9 / s.scale.factor()});
-            metrics["port_pause_time"] = per;
-          }
-          if (a.contains("leaked_packets")) {
-            scalar("pfc_leaks", a["leaked_packets"].get<double>());
-            scalar("pfc_pause_tail", a["pause_tail_packets"].get<double>());
-          }
-          if (a.at("reaction_ns").at("count").get<double>() > 0) {
-            const double p99 = a["reaction_ns"]["p99"].get<double>() / 1e9;
-            scalar("pfc_reaction_p50", a["reaction_ns"]["p50"].get<double>() / 1e9);
-            scalar("pfc_reaction_p99", p99);
-            // Headroom (DESIGN.md §2): each switch port's physical headroom + its emulated rate x
-            // the agent's reaction budget, which the agent raised to its p99 whenever the p99
-            // outgrew it. Reported for the fastest switch port, whose headroom the reaction
-            // time weighs most on. Lossless queues that overflowed after the budget had to
-            // grow mean the machine did not keep up (§3: invalid), not a configuration.
-            const double p99_ns = a["reaction_ns"]["p99"].get<double>();
-            const auto budget = a.value("reaction_budget_ns", bpf::kInitialReactionBudgetNs);
-            const fabric::KernelPlan& kp = f->plan();
-            bpf::HeadroomPort fastest{};
-            for (const auto& np : kp.nodes)
-              if (!np.host)
-                for (const auto& hp : fabric::headroom_inputs(kp, np))
-                  if (hp.rate_bps >= fastest.rate_bps) fastest = hp;
-            scalar("pfc_reaction_budget", static_cast<double>(budget) / 1e9);
-            scalar("pfc_headroom", bpf::port_headroom(fastest, budget));
-            scalar("pfc_headroom_needed", bpf::port_headroom(fastest, static_cast<uint64_t>(p99_ns)));
-            if (a.value("budget_raises", 0) > 0 && headroom_drops > 0 && invalid.empty())
-              invalid = "the agent's reaction time outgrew its " +
-                        std::to_string(bpf::kInitialReactionBudgetNs / 1'000'000) + " ms budget (raised to " +
-                        std::to_string(static_cast<double>(budget) / 1e6) + " ms) and " +
-                        std::to_string(static_cast<uint64_t>(headroom_drops)) +
-                        " packets overflowed lossless headroom: the machine did not keep up";
-          }
-          events.add("agent", a);
-        } catch (const nlohmann::json::exception&) {
-          rep.notes.push_back("the agent's figures could not be read");
-        } catch (const std::runtime_error& e) {
-          if (invalid.empty()) invalid = std::string("the PFC agent failed, nothing honoured PFC: ") + e.what();
-        }
-      }
-      const auto t_down = std::chrono::steady_clock::now();
-      if (!f->down(why)) {
-        blocker = "down failed: " + why + " (run 'rocelab down " + s.name + "')";
-      } else {
-        double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_down).count();
-        scalar("down_seconds", secs);
-        phases.push_back({{"name", "down"}, {"status", "done"}, {"seconds", secs}});
-        events.add("phase", {{"name", "down"}, {"status", "done"}, {"seconds", secs}});
+        st = error(Errc::kEnvironment, "workloads: " + why);
       }
     } else {
-      blocker = "up: " + blocker;
+      tt.wait_all();
     }
   }
-  if (s.workloads.empty()) phases.push_back({{"name", "workloads"}, {"status", "none"}});
-  phases.push_back({{"name", "faults"}, {"status", s.faults.empty() ? "none" : faults_out.empty() ? "not run" : "done"}});
-
-  const auto finished = std::chrono::system_clock::now();
-  rep.seconds = std::chrono::duration<double>(finished - started).count();
-  scalar("run_seconds", rep.seconds);
-  events.add("collected", {{"metrics", metrics.size()}});
-
-  bool failed = false, undecided = false;
-  for (const auto& e : s.expect) {
-    AssertionOutcome o{&e, model::evaluate(*e.expr, metrics)};
-    failed = failed || o.eval.outcome == model::Evaluation::Outcome::kFail;
-    undecided = undecided || o.eval.outcome == model::Evaluation::Outcome::kError;
-    events.add("assertion", {{"expr", e.text},
-                             {"outcome", o.eval.outcome == model::Evaluation::Outcome::kPass ? "pass"
-                                         : o.eval.outcome == model::Evaluation::Outcome::kFail ? "fail" : "error"}});
-    rep.assertions.push_back(std::move(o));
+  timeline.finish(c.testbed->clock().now());
+  c.faults = timeline.to_json();
+  for (const auto& r : c.faults) c.events->add("fault", r);
+  if (timeline.failed() && c.invalid.empty()) c.invalid = "a fault could not be applied (results.json faults)";
+  if (c.workloads) {
+    c.analysis = analyse_workloads(*c.workloads, c.s.scale);
+    add_workload_metrics(c.metrics, *c.workloads, *c.analysis, c.s.scale);
+    c.table = workloads_table(*c.workloads, *c.analysis, c.s.scale);
   }
-  if (!blocker.empty()) {
-    rep.exit_code = kExitEnvironment;
-    rep.outcome = "error";
-    rep.error = blocker;
-  } else if (!invalid.empty()) {
+  return st;
+}
+
+Status collect_phase(RunContext& c) {
+  for (const auto& sink : telemetry::sinks()) {
+    ordered_json record = ordered_json::object();
+    telemetry::Collect col{c.s, c.plan(), *c.testbed, c.metrics, c.notes, c.invalid, record};
+    if (auto st = sink.collect(col); !st) return st;
+    c.events->add("collected", {{"sink", sink.type}, {"record", record}});
+  }
+  return ok();
+}
+
+Status down_phase(RunContext& c) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (auto st = c.testbed->down(); !st) return error(Errc::kEnvironment, "down failed: " + st.error().what);
+  c.testbed.reset();
+  c.scalar("down_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return ok();
+}
+
+// Runs a phase and records it; false when the run must stop.
+bool run_phase(RunContext& c, const Phase& p) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = p.run(c);
+  ordered_json rec{{"name", p.name},
+                   {"status", st ? "done" : "failed"},
+                   {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
+  if (!st) rec["why"] = st.error().what;
+  if (std::string_view(p.name) == "connectivity" && c.reach)
+    rec.update({{"pairs", c.reach->pairs}, {"reached", c.reach->reached}, {"not_connected_by_topology", c.reach->disconnected}});
+  c.phases.push_back(rec);
+  c.events->add("phase", rec);
+  if (st || st.error().code == make_error_code(Errc::kInvalidRun)) {
+    if (!st && c.invalid.empty()) c.invalid = st.error().what;
+    return true;
+  }
+  if (!c.error) c.error = st.error();
+  return false;
+}
+
+// Built-in check: a workload that delivered less than it posted, or other bytes, is never
+// a pass, whatever the scenario's own assertions say.
+void check_delivery(RunContext& c) {
+  if (!c.workloads) return;
+  for (const auto& f : c.workloads->flows)
+    if (!f.digest_ok) {
+      c.notes.push_back("workload " + f.workload + ": " + f.from + " -> " + f.to +
+                        " did not deliver every byte it posted intact (digest BAD)");
+      if (!c.error) c.error = error(Errc::kAssertionFailed, "a workload did not deliver every byte intact (see notes)");
+      return;
+    }
+}
+
+void assert_phase(RunContext& c) {
+  for (const auto& e : c.s.expect) {
+    AssertionOutcome o{&e, model::evaluate(*e.expr, c.metrics)};
+    c.events->add("assertion", {{"expr", e.text},
+                                {"outcome", o.eval.outcome == model::Evaluation::Outcome::kPass   ? "pass"
+                                            : o.eval.outcome == model::Evaluation::Outcome::kFail ? "fail"
+                                                                                                    : "error"}});
+    c.assertions.push_back(std::move(o));
+  }
+}
+
+RunReport report(RunContext& c) {
+  RunReport rep;
+  if (c.events) rep.run_dir = c.dir.string();
+  rep.notes = c.notes;
+  rep.assertions = std::move(c.assertions);
+  rep.table = c.table;
+  const auto finished = std::chrono::system_clock::now();
+  rep.seconds = std::chrono::duration<double>(finished - c.started).count();
+  bool failed = false;
+  for (const auto& a : rep.assertions) failed = failed || a.eval.outcome != model::Evaluation::Outcome::kPass;
+  if (c.error && c.error->exit_code() != kExitAssertion) {
+    rep.exit_code = c.error->exit_code();
+    rep.outcome = rep.exit_code == kExitInvalid ? "invalid" : "error";
+    rep.error = c.error->what;
+  } else if (!c.invalid.empty()) {
     rep.exit_code = kExitInvalid;
     rep.outcome = "invalid";
-    rep.error = invalid;
-  } else if (failed || undecided) {
+    rep.error = c.invalid;
+  } else if (failed || c.error) {
     rep.exit_code = kExitAssertion;
     rep.outcome = "fail";
+    if (c.error) rep.error = c.error->what;
   } else {
     rep.outcome = "pass";
   }
-
-  const sys::KernelInfo k = sys::kernel_info();
-  ordered_json res;
-  res["schema_version"] = kResultsSchemaVersion;
-  res["rocelab_version"] = ROCELAB_VERSION;
-  res["scenario"] = {{"file", s.file}, {"name", s.name}, {"description", s.description}};
-  res["instance"] = s.name;
-  res["seed"] = s.seed;
-  res["scale"] = s.scale.factor();
-  res["mode"] = opts.model_only ? "model-only" : "fabric";
-  res["started_at"] = utc_timestamp(started);
-  res["finished_at"] = utc_timestamp(finished);
-  res["duration_s"] = rep.seconds;
-  res["kernel"] = {{"release", k.release}, {"version", k.version}, {"machine", k.machine}};
-  res["versions"] = versions_json();
-  res["capabilities"] = caps.to_json();
-  res["phases"] = phases;
-  res["notes"] = rep.notes;
-  res["metrics"] = metrics_json(metrics);
-  if (!workloads_out.is_null()) res["workloads"] = workloads_out;
-  if (!faults_out.is_null()) res["faults"] = faults_out;
-  res["assertions"] = assertions_json(rep.assertions);
-  res["outcome"] = rep.outcome;
-  res["exit_code"] = rep.exit_code;
-  if (!rep.error.empty()) res["error"] = rep.error;
-  if (!write_text(dir / "results.json", res.dump(2) + "\n", why) ||
-      !write_text(dir / "junit.xml", junit_xml(s, rep.assertions, rep.seconds, utc_timestamp(started), rep.error), why)) {
-    rep.exit_code = kExitEnvironment;
-    rep.outcome = "error";
-    rep.error = why;
+  if (c.events) {  // the run directory exists
+    c.scalar("run_seconds", rep.seconds);
+    const sys::KernelInfo k = sys::kernel_info();
+    ordered_json res;
+    res["schema_version"] = kResultsSchemaVersion;
+    res["rocelab_version"] = ROCELAB_VERSION;
+    res["scenario"] = {{"file", c.s.file}, {"name", c.s.name}, {"description", c.s.description}};
+    res["instance"] = c.s.name;
+    res["seed"] = c.s.seed;
+    res["scale"] = c.s.scale.factor();
+    res["mode"] = c.opts.model_only ? "model-only" : "fabric";
+    res["started_at"] = utc_timestamp(c.started);
+    res["finished_at"] = utc_timestamp(finished);
+    res["duration_s"] = rep.seconds;
+    res["kernel"] = {{"release", k.release}, {"version", k.version}, {"machine", k.machine}};
+    res["versions"] = versions_json();
+    res["capabilities"] = c.caps.to_json();
+    res["phases"] = c.phases;
+    res["notes"] = rep.notes;
+    res["metrics"] = metrics_json(c.metrics);
+    if (c.workloads) res["workloads"] = workloads_json(*c.workloads, *c.analysis, c.s.scale);
+    if (!c.faults.is_null()) res["faults"] = c.faults;
+    res["assertions"] = assertions_json(rep.assertions);
+    res["outcome"] = rep.outcome;
+    res["exit_code"] = rep.exit_code;
+    if (!rep.error.empty()) res["error"] = rep.error;
+    std::string why;
+    if (!write_text(c.dir / "results.json", res.dump(2) + "\n", why) ||
+        !write_text(c.dir / "junit.xml", junit_xml(c.s, rep.assertions, rep.seconds, utc_timestamp(c.started), rep.error), why)) {
+      rep.exit_code = kExitEnvironment;
+      rep.outcome = "error";
+      rep.error = why;
+    }
+    c.events->add("run_end", {{"outcome", rep.outcome}, {"exit_code", rep.exit_code}});
   }
-  events.add("run_end", {{"outcome", rep.outcome}, {"exit_code", rep.exit_code}});
   return rep;
+}
+
+}  // namespace
+
+RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
+  RunContext c(s, opts);
+  if (auto st = make_run_dir(c); !st) {
+    c.error = st.error();
+    return report(c);
+  }
+  static constexpr Phase kValidate{"validate", validate_phase}, kDown{"down", down_phase};
+  static constexpr Phase kOnFabric[] = {
+      {"up", up_phase}, {"connectivity", connectivity_phase}, {"traffic", traffic_phase}, {"collect", collect_phase}};
+  bool go = run_phase(c, kValidate) && !opts.model_only;
+  for (const Phase& p : kOnFabric) go = go && run_phase(c, p);
+  if (c.testbed) run_phase(c, kDown);  // whatever happened after up
+  check_delivery(c);
+  assert_phase(c);
+  return report(c);
 }
 
 }  // namespace rocelab::run

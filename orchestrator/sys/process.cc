@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,7 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <thread>
+#include <algorithm>
 
 namespace rocelab::sys {
 
@@ -35,9 +37,9 @@ std::optional<uint64_t> process_starttime(int pid) {
 }
 
 std::optional<Spawned> spawn_self(const std::vector<std::string>& args, std::string& why) {
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) != 0) {
-    why = std::string("pipe: ") + std::strerror(errno);
+  int p[2];  // p[0]: the child's end, p[1]: ours
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) != 0) {
+    why = std::string("socketpair: ") + std::strerror(errno);
     return std::nullopt;
   }
   pid_t pid = fork();
@@ -79,6 +81,19 @@ std::optional<Spawned> spawn_self(const std::vector<std::string>& args, std::str
   return Spawned{pid, *st, p[1]};
 }
 
+bool write_all(int fd, std::string_view data, std::string& why) {
+  while (!data.empty()) {
+    const ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      why = std::string("write: ") + std::strerror(errno);
+      return false;
+    }
+    data.remove_prefix(size_t(n));
+  }
+  return true;
+}
+
 bool stop_process(int pid, uint64_t starttime, int grace_ms, std::string& why) {
   if (pid <= 1) return true;
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -89,17 +104,24 @@ bool stop_process(int pid, uint64_t starttime, int grace_ms, std::string& why) {
     close(pidfd);
     return true;  // not ours any more (our process ended long ago)
   }
+  // The pidfd turns readable once the process has exited (a zombie counts: only its
+  // reaping is left, ours when it is our child).
+  auto exited_within = [&](int ms) {
+    pollfd p{pidfd, POLLIN, 0};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const int r = poll(&p, 1, int(std::max<long>(0, left.count())));
+      if (r > 0) return true;
+      if (r == 0 || errno != EINTR) return false;
+    }
+  };
   syscall(SYS_pidfd_send_signal, pidfd, SIGTERM, nullptr, 0);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (!process_starttime(pid) || kill(pid, 0) != 0) break;
-    waitpid(pid, nullptr, WNOHANG);  // reap it if it is our child
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  if (process_starttime(pid) == starttime) {
+  if (!exited_within(grace_ms)) {
     syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
-    waitpid(pid, nullptr, 0);
+    exited_within(30'000);
   }
+  waitpid(pid, nullptr, WNOHANG);  // reap it if it is our child
   close(pidfd);
   if (process_starttime(pid) == starttime) {
     why = "process " + std::to_string(pid) + " did not stop";

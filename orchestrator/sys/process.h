@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rocelab::sys {
@@ -16,16 +17,22 @@ std::optional<uint64_t> process_starttime(int pid);
 struct Spawned {
   int pid = 0;
   uint64_t starttime = 0;
-  int go_fd = -1;  // write one byte to let the child run; closing it unwritten makes it exit
+  int handshake_fd = -1;  // a stream socket to the child: what it needs, then its answer;
+                          // closing it before writing anything makes the child exit
 };
 
 // Starts /proc/self/exe with `args` in a new session, detached from our stdio, holding it at
-// a handshake: the child reads one byte from the fd named by "--go-fd N" (appended to args)
-// and exits if it gets EOF instead, so a parent killed before recording it leaves nothing.
+// a handshake: the child reads from the socket named by "--go-fd N" (appended to args) until
+// the parent shuts its side, and exits if it read nothing, so a parent killed before
+// recording it leaves nothing.
 std::optional<Spawned> spawn_self(const std::vector<std::string>& args, std::string& why);
 
-// SIGTERM, then SIGKILL after `grace_ms`, to PID if and only if it still has `starttime`.
-// True when the process is gone (or was never there).
+// Writes all of `data` (retrying short writes and EINTR).
+bool write_all(int fd, std::string_view data, std::string& why);
+
+// SIGTERM, then SIGKILL after `grace_ms`, to PID if and only if it still has `starttime`,
+// waiting on its pidfd until it has exited (a killed process may still take a while to
+// close its files). True when the process is gone (or was never there).
 bool stop_process(int pid, uint64_t starttime, int grace_ms, std::string& why);
 
 }  // namespace rocelab::sys

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bpf/pause_watch.h"
+#include "bpf/fabric_maps.h"
 #include "bpf/port_programs.h"
 #include "netlink/batch.h"
 #include "sys/netns.h"
@@ -272,10 +273,10 @@ TEST_F(PortPrograms, EveryDropReasonIsCountedUnderItsName) {
     rl_counters before = at(kPortB, k.prio);
     Result r = run(egress(), udp_frame(k.dscp, k.ecn), kPortB, 10);
     rl_counters after = at(kPortB, k.prio);
-    EXPECT_EQ(r.retval, 2) << bpf::kDropReasonNames[k.reason];
+    EXPECT_EQ(r.retval, 2) << rl_drop_names[k.reason];
     for (int d = 0; d < RL_DROP__MAX; ++d)
       EXPECT_EQ(after.drops[d] - before.drops[d], d == k.reason ? 10u : 0u)
-          << bpf::kDropReasonNames[k.reason] << " counted as reason " << d;
+          << rl_drop_names[k.reason] << " counted as reason " << d;
     EXPECT_EQ(after.tx_packets, before.tx_packets);
   }
   // ECT on the same lossy queue is marked, not dropped.
@@ -375,11 +376,12 @@ TEST_F(PortPrograms, IngressCountsWhatArrivesPerPriority) {
   rl_counters after = at(kPortB, 6);
   EXPECT_EQ(after.rx_packets - before.rx_packets, 7u);
   EXPECT_EQ(after.rx_bytes - before.rx_bytes, 7u * 128);
-  // And `rocelab stats` finds the same counters from the attached port.
+  // And a later process (`rocelab stats`, the agent) opens the same maps from the attached port.
   std::string why;
-  auto found = bpf::counters_of_attached_port(kPortB, why);
+  auto found = bpf::FabricMaps::open_attached(kPortB, why);
   ASSERT_TRUE(found) << why;
-  EXPECT_EQ(found->read(1, 6).rx_packets, after.rx_packets);
+  EXPECT_EQ(found->counters().read(1, 6).rx_packets, after.rx_packets);
+  EXPECT_EQ(found->ports(), lab().progs->ports());
 }
 
 }  // namespace

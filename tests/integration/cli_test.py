@@ -228,7 +228,9 @@ class Cli(unittest.TestCase):
             res = json.load(f)
         self.assertEqual(res["mode"], "fabric")
         self.assertEqual(res["metrics"]["reachable_pairs"], 12)
-        self.assertEqual([p["name"] for p in res["phases"]][:4], ["validate", "up", "connectivity", "down"])
+        self.assertEqual([p["name"] for p in res["phases"]],
+                         ["validate", "up", "connectivity", "traffic", "collect", "down"])
+        self.assertTrue(all(p["status"] == "done" for p in res["phases"]), res["phases"])
         self.assertEqual([n for n in os.listdir("/run/netns") if n.startswith(f"rl-{INSTANCE}.")], [])
 
     def test_doctor_json(self):

@@ -63,8 +63,8 @@ def leftovers(instance):
     left = [n for n in os.listdir(NETNS_DIR) if n.startswith(f"rl-{instance}.")] if os.path.isdir(NETNS_DIR) else []
     if os.path.exists(f"{STATE_DIR}/{instance}.state"):
         left.append("state file")
-    if os.path.exists(f"{STATE_DIR}/{instance}.agent.json"):
-        left.append("agent figures")
+    if os.path.exists(f"{STATE_DIR}/{instance}.agent.sock"):
+        left.append("agent socket")
     # An agent of this instance still alive (zombies have exited: only reaping is left).
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:

@@ -1,11 +1,12 @@
-// Time for the transport and DCQCN: the engine runs on the monotonic clock, unit tests on a
-// fake one they advance by hand, so every timer-driven step is reproducible.
+// Time for everything that waits on a schedule (the transport, DCQCN, the fault timeline):
+// the real runs use the monotonic clock, unit tests a fake one they advance by hand, so
+// every timer-driven step is reproducible without root or real time.
 #pragma once
 
 #include <cstdint>
 #include <ctime>
 
-namespace rocelab::engine {
+namespace rocelab::sys {
 
 using Nanos = int64_t;
 
@@ -35,4 +36,4 @@ class FakeClock final : public Clock {
   Nanos now_;
 };
 
-}  // namespace rocelab::engine
+}  // namespace rocelab::sys

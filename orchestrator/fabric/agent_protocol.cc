@@ -1,0 +1,175 @@
+#include "fabric/agent_protocol.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "sys/netns.h"
+#include "sys/state_log.h"
+
+namespace rocelab::fabric {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+ordered_json to_json(const AgentConfig& c) {
+  ordered_json nodes = ordered_json::array(), ports = ordered_json::array();
+  for (const auto& n : c.nodes) nodes.push_back({{"node", n.node}, {"netns", n.netns}});
+  for (const auto& p : c.ports)
+    ports.push_back({{"node", p.node}, {"slot", p.slot}, {"ifindex", p.ifindex}, {"name", p.name},
+                     {"rate_bps", p.rate_bps}, {"mtu", p.mtu}, {"pausable", p.pausable}, {"limit", p.limit}});
+  return {{"instance", c.instance}, {"state_path", c.state_path}, {"socket_path", c.socket_path},
+          {"nodes", nodes}, {"ports", ports}};
+}
+
+std::optional<AgentConfig> config_from_json(const json& j, std::string& why) {
+  try {
+    AgentConfig c;
+    c.instance = j.at("instance").get<std::string>();
+    c.state_path = j.at("state_path").get<std::string>();
+    c.socket_path = j.at("socket_path").get<std::string>();
+    for (const auto& n : j.at("nodes")) c.nodes.push_back({n.at("node").get<std::string>(), n.at("netns").get<std::string>()});
+    for (const auto& p : j.at("ports")) {
+      AgentPort a;
+      a.node = p.at("node").get<uint32_t>();
+      a.slot = p.at("slot").get<uint32_t>();
+      a.ifindex = p.at("ifindex").get<int>();
+      a.name = p.at("name").get<std::string>();
+      a.rate_bps = p.at("rate_bps").get<uint64_t>();
+      a.mtu = p.at("mtu").get<uint32_t>();
+      a.pausable = p.at("pausable").get<uint8_t>();
+      a.limit = p.at("limit").get<std::array<uint32_t, RL_NUM_PRIO>>();
+      if (a.node >= c.nodes.size()) throw std::out_of_range("port " + a.name + " names no node");
+      c.ports.push_back(std::move(a));
+    }
+    return c;
+  } catch (const std::exception& e) {
+    why = std::string("agent configuration: ") + e.what();
+    return std::nullopt;
+  }
+}
+
+ordered_json to_json(const AgentFigures& f) {
+  ordered_json leaks = ordered_json::array(), paused = ordered_json::array();
+  for (const auto& l : f.leaks)
+    leaks.push_back({{"node", l.node}, {"port", l.port}, {"prio", l.prio}, {"packets", l.packets}, {"bytes", l.bytes}});
+  for (const auto& p : f.paused)
+    paused.push_back({{"node", p.node}, {"port", p.port}, {"prio", p.prio}, {"pauses", p.pauses},
+                      {"paused_ns", p.paused_ns}});
+  return {{"events", f.events},
+          {"ignored", f.ignored},
+          {"pauses", f.pauses},
+          {"refreshes", f.refreshes},
+          {"resumes", f.resumes},
+          {"expired", f.expired},
+          {"paused_ns", f.paused_ns},
+          {"xon_sent", f.xon_sent},
+          {"xoff_refreshed", f.xoff_refreshed},
+          {"kicks", f.kicks},
+          {"reaction_ns",
+           {{"count", f.reaction_ns.count}, {"p50", f.reaction_ns.p50}, {"p99", f.reaction_ns.p99},
+            {"max", f.reaction_ns.max}}},
+          {"reaction_budget_ns", f.reaction_budget_ns},
+          {"budget_raises", f.budget_raises},
+          {"pause_tail_packets", f.pause_tail_packets},
+          {"leaked_packets", f.leaked_packets},
+          {"leaked_bytes", f.leaked_bytes},
+          {"leaks", leaks},
+          {"paused", paused}};
+}
+
+std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
+  try {
+    AgentFigures f;
+    auto u = [&](const char* k) { return j.at(k).get<uint64_t>(); };
+    f.events = u("events");
+    f.ignored = u("ignored");
+    f.pauses = u("pauses");
+    f.refreshes = u("refreshes");
+    f.resumes = u("resumes");
+    f.expired = u("expired");
+    f.paused_ns = u("paused_ns");
+    f.xon_sent = u("xon_sent");
+    f.xoff_refreshed = u("xoff_refreshed");
+    f.kicks = u("kicks");
+    const auto& r = j.at("reaction_ns");
+    f.reaction_ns = {r.at("count").get<uint64_t>(), r.at("p50").get<uint64_t>(), r.at("p99").get<uint64_t>(),
+                     r.at("max").get<uint64_t>()};
+    f.reaction_budget_ns = u("reaction_budget_ns");
+    f.budget_raises = u("budget_raises");
+    f.pause_tail_packets = u("pause_tail_packets");
+    f.leaked_packets = u("leaked_packets");
+    f.leaked_bytes = u("leaked_bytes");
+    for (const auto& l : j.at("leaks"))
+      f.leaks.push_back({l.at("node").get<std::string>(), l.at("port").get<std::string>(), l.at("prio").get<uint32_t>(),
+                         l.at("packets").get<uint64_t>(), l.at("bytes").get<uint64_t>()});
+    for (const auto& p : j.at("paused"))
+      f.paused.push_back({p.at("node").get<std::string>(), p.at("port").get<std::string>(),
+                          p.at("prio").get<uint32_t>(), p.at("pauses").get<uint64_t>(),
+                          p.at("paused_ns").get<uint64_t>()});
+    return f;
+  } catch (const std::exception& e) {
+    why = std::string("the agent's figures: ") + e.what();
+    return std::nullopt;
+  }
+}
+
+std::string_view request_name(AgentRequest r) {
+  switch (r) {
+    case AgentRequest::kFigures: return "figures";
+    case AgentRequest::kStop: return "stop";
+  }
+  return "?";
+}
+
+std::optional<AgentRequest> request_named(std::string_view name) {
+  for (AgentRequest r : {AgentRequest::kFigures, AgentRequest::kStop})
+    if (request_name(r) == name) return r;
+  return std::nullopt;
+}
+
+std::string agent_socket_path(const std::string& instance) {
+  return std::string(sys::kStateDir) + "/" + instance + ".agent.sock";
+}
+
+std::optional<json> agent_call(const std::string& socket_path, AgentRequest r, std::string& why, int timeout_ms) {
+  sys::Fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof a.sun_path) return why = "socket path too long: " + socket_path, std::nullopt;
+  std::memcpy(a.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  if (!s.valid() || connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    return why = "no agent answers at " + socket_path + ": " + std::strerror(errno), std::nullopt;
+  const std::string line = ordered_json{{"request", request_name(r)}}.dump() + "\n";
+  if (send(s.get(), line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size()))
+    return why = std::string("write to the agent: ") + std::strerror(errno), std::nullopt;
+  std::string reply;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  char buf[65536];
+  while (reply.empty() || reply.back() != '\n') {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd p{s.get(), POLLIN, 0};
+    if (left.count() <= 0 || poll(&p, 1, int(left.count())) <= 0)
+      return why = "the agent did not answer within " + std::to_string(timeout_ms) + " ms", std::nullopt;
+    const ssize_t n = recv(s.get(), buf, sizeof buf, 0);
+    if (n <= 0) return why = "the agent closed the connection without an answer", std::nullopt;
+    reply.append(buf, size_t(n));
+    if (reply.size() > (64u << 20)) return why = "the agent's answer is too long", std::nullopt;
+  }
+  auto j = json::parse(reply, nullptr, false);
+  if (!j.is_object()) return why = "the agent's answer is not JSON", std::nullopt;
+  if (!j.value("ok", false)) return why = "the agent: " + j.value("error", std::string("failed")), std::nullopt;
+  return j;
+}
+
+std::optional<AgentFigures> agent_figures(const std::string& socket_path, std::string& why) {
+  auto j = agent_call(socket_path, AgentRequest::kFigures, why);
+  if (!j) return std::nullopt;
+  if (!j->contains("figures")) return why = "the agent's answer has no figures", std::nullopt;
+  return figures_from_json((*j)["figures"], why);
+}
+
+}  // namespace rocelab::fabric

@@ -1,0 +1,89 @@
+// The agent's channel (DESIGN.md §1: the fabric's "switch CPU"). `up` hands the agent its
+// configuration over the start handshake; afterwards anyone holding the fabric (a Testbed)
+// asks it over its unix socket, one JSON line per request and reply. The types are here,
+// and so is their serialisation, in one place for both ends.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rocelab_abi.h"
+
+namespace rocelab::fabric {
+
+struct AgentNode {
+  std::string node, netns;
+};
+
+struct AgentPort {
+  uint32_t node = 0;  // index into AgentConfig::nodes
+  uint32_t slot = 0;
+  int ifindex = 0;
+  std::string name;
+  uint64_t rate_bps = 0;  // emulated line rate: what a resumed priority goes back to
+  uint32_t mtu = 0;
+  uint8_t pausable = 0;   // priorities whose leaf is a TBF (PFC priorities)
+  std::array<uint32_t, RL_NUM_PRIO> limit{};  // each TBF leaf's queue limit, bytes
+};
+
+struct AgentConfig {
+  std::string instance;
+  std::string state_path;   // the agent stops when this file is gone (the fabric was taken down)
+  std::string socket_path;  // where it answers requests
+  std::vector<AgentNode> nodes;
+  std::vector<AgentPort> ports;
+};
+
+struct PortPauseFigures {
+  std::string node, port;
+  uint32_t prio = 0;
+  uint64_t pauses = 0, paused_ns = 0;  // pauses of this port-priority and their time, one in force included
+};
+
+struct PortLeakFigures {
+  std::string node, port;
+  uint32_t prio = 0;
+  uint64_t packets = 0, bytes = 0;
+};
+
+// What the agent did, as of the moment it was asked. Times are emulated nanoseconds.
+struct AgentFigures {
+  uint64_t events = 0;      // PFC events the ingress programs handed over
+  uint64_t ignored = 0;     // for priorities the port does not pause
+  uint64_t pauses = 0, refreshes = 0, resumes = 0, expired = 0;
+  uint64_t paused_ns = 0;   // summed over port-priorities
+  uint64_t xon_sent = 0, xoff_refreshed = 0, kicks = 0;
+  struct Reaction {
+    uint64_t count = 0, p50 = 0, p99 = 0, max = 0;  // BPF arrival -> pause in effect (nearest rank)
+  } reaction_ns;
+  uint64_t reaction_budget_ns = 0, budget_raises = 0;
+  uint64_t pause_tail_packets = 0, leaked_packets = 0, leaked_bytes = 0;
+  std::vector<PortLeakFigures> leaks;
+  std::vector<PortPauseFigures> paused;
+};
+
+nlohmann::ordered_json to_json(const AgentConfig& c);
+std::optional<AgentConfig> config_from_json(const nlohmann::json& j, std::string& why);
+nlohmann::ordered_json to_json(const AgentFigures& f);
+std::optional<AgentFigures> figures_from_json(const nlohmann::json& j, std::string& why);
+
+// Requests the agent takes; each gets one reply object: {"ok": true, ...} or {"ok": false,
+// "error": "..."}.
+enum class AgentRequest { kFigures, kStop };
+std::string_view request_name(AgentRequest r);
+std::optional<AgentRequest> request_named(std::string_view name);
+
+// The client side: one request on a fresh connection, its reply (nullopt with why: no
+// agent listening, or it failed to answer within `timeout_ms`).
+std::optional<nlohmann::json> agent_call(const std::string& socket_path, AgentRequest r, std::string& why,
+                                         int timeout_ms = 2000);
+std::optional<AgentFigures> agent_figures(const std::string& socket_path, std::string& why);
+
+// Where an instance's agent listens.
+std::string agent_socket_path(const std::string& instance);
+
+}  // namespace rocelab::fabric

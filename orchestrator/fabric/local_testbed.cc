@@ -1,0 +1,263 @@
+#include "fabric/local_testbed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "netlink/batch.h"
+#include "netlink/query.h"
+#include "sys/netns.h"
+
+namespace rocelab::fabric {
+
+namespace {
+
+Error env(std::string what) { return error(Errc::kEnvironment, std::move(what)); }
+
+// A route socket in a node's namespace, with the calling thread inside it while this lives.
+struct InNode {
+  std::optional<sys::NetnsScope> scope;
+  std::unique_ptr<netlink::RouteSocket> sock;
+};
+
+Result<InNode> enter(int netns_fd, const std::string& node) {
+  std::string why;
+  InNode in{sys::NetnsScope::enter(netns_fd, why), nullptr};
+  if (!in.scope) return env(node + ": " + why);
+  netlink::Status st;
+  in.sock = netlink::RouteSocket::open(st);
+  if (!in.sock) return env(node + ": " + st.text);
+  return in;
+}
+
+// A probability as the egress program's threshold: p x 2^32, saturated.
+uint32_t loss_threshold(double p) { return uint32_t(std::min(p * 4294967296.0, 4294967295.0)); }
+
+// splitmix64 of (seed, slot): a distinct, never-zero xorshift state per port.
+uint64_t loss_state(uint64_t seed, uint32_t slot) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ull * (slot + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (z ^ (z >> 31)) | 1;
+}
+
+}  // namespace
+
+LocalTestbed::~LocalTestbed() {
+  if (fabric_ && !keep_) (void)down();
+}
+
+Result<std::unique_ptr<LocalTestbed>> LocalTestbed::up(const model::Scenario& s, const UpOptions& o) {
+  std::string why;
+  std::unique_ptr<LocalTestbed> t(new LocalTestbed());
+  t->instance_ = s.name;
+  t->fabric_ = Fabric::up(s, o, why);
+  if (!t->fabric_) return env(why);
+  for (const NodePlan& np : t->fabric_->plan().nodes) {
+    NodeInfo n{np.node, np.netns, np.host, {}};
+    for (const PortPlan& p : np.ports) n.ports.push_back({p.ifname, p.ifindex, uint32_t(p.slot)});
+    t->nodes_.push_back(std::move(n));
+  }
+  t->agent_socket_ = t->fabric_->agent_socket();
+  if (auto st = t->open_maps(); !st) {
+    (void)t->down();
+    return st.error();
+  }
+  return t;
+}
+
+Result<std::unique_ptr<LocalTestbed>> LocalTestbed::attach(const std::string& instance) {
+  std::string why;
+  auto st = instance_status(instance, false, why);
+  if (!st) return error(model::is_instance_name(instance) ? Errc::kEnvironment : Errc::kBadInput, why);
+  if (st->state != "up") return env("instance " + instance + " is not completely up (run 'rocelab down " + instance + "')");
+  std::unique_ptr<LocalTestbed> t(new LocalTestbed());
+  t->instance_ = instance;
+  for (const auto& ns : st->nodes) {
+    if (!ns.present) return env("instance " + instance + ": namespace " + ns.netns + " is missing");
+    auto fd = sys::open_named_netns(ns.netns, why);
+    if (!fd) return env(why);
+    auto in = enter(fd->get(), ns.node);
+    if (!in) return in.error();
+    netlink::Status nst;
+    auto links = netlink::list_links(*in->sock, RL_FIRST_PORT_IFINDEX, nst);
+    if (!links) return env(ns.node + ": " + nst.text);
+    NodeInfo n{ns.node, ns.netns, false, {}};
+    for (const auto& l : *links) n.ports.push_back({l.name, l.ifindex, uint32_t(l.ifindex - RL_FIRST_PORT_IFINDEX)});
+    std::sort(n.ports.begin(), n.ports.end(), [](const PortInfo& a, const PortInfo& b) { return a.slot < b.slot; });
+    t->nodes_.push_back(std::move(n));
+    t->netns_.push_back(std::move(*fd));
+  }
+  if (st->agent_pid) t->agent_socket_ = agent_socket_path(instance);
+  if (auto s = t->open_maps(); !s) return s.error();
+  for (auto& n : t->nodes_) {
+    rl_port_info info{};
+    if (!n.ports.empty() && t->maps_->port_info(n.ports.front().slot, info, why)) n.host = info.flags & RL_PORT_HOST;
+  }
+  return t;
+}
+
+Status LocalTestbed::open_maps() {
+  std::string why;
+  if (fabric_) {
+    auto m = bpf::FabricMaps::of(fabric_->programs(), why);
+    if (!m) return env(why);
+    maps_.emplace(std::move(*m));
+    return ok();
+  }
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    if (nodes_[n].ports.empty()) continue;
+    auto scope = sys::NetnsScope::enter(netns_fd(n), why);
+    if (!scope) return env(why);
+    auto m = bpf::FabricMaps::open_attached(nodes_[n].ports.front().ifindex, why);
+    if (!m) return env(why);
+    maps_.emplace(std::move(*m));
+    return ok();
+  }
+  return env("instance " + instance_ + " has no ports");
+}
+
+Status LocalTestbed::down() {
+  if (!fabric_) return ok();
+  std::string why;
+  maps_.reset();
+  if (!fabric_->down(why)) return env(why + " (run 'rocelab down " + instance_ + "')");
+  fabric_.reset();
+  return ok();
+}
+
+int LocalTestbed::netns_fd(size_t node) const { return fabric_ ? fabric_->netns_fd(node) : netns_.at(node).get(); }
+
+Result<std::vector<PortStats>> LocalTestbed::counters(const std::vector<PortRef>& ports) {
+  std::vector<PortRef> want = ports;
+  if (want.empty()) want = *select("");
+  std::stable_sort(want.begin(), want.end(), [](const PortRef& a, const PortRef& b) { return a.node < b.node; });
+  std::vector<PortStats> out;
+  std::string why;
+  for (size_t i = 0; i < want.size();) {
+    const size_t node = want[i].node;
+    auto in = enter(netns_fd(node), nodes_[node].name);
+    if (!in) return in.error();
+    for (; i < want.size() && want[i].node == node; ++i) {
+      const PortInfo& pi = nodes_[node].ports.at(want[i].port);
+      PortStats ps{nodes_[node].name, pi.name, pi.ifindex, {}};
+      auto probe_all = [&](std::array<uint32_t, RL_NUM_PRIO>& d) {
+        for (uint32_t p = 0; p < RL_NUM_PRIO; ++p) {
+          auto v = bpf::probe_depth(maps_->egress_program(), pi.ifindex, p, why);
+          if (!v) return false;
+          d[p] = *v;
+        }
+        return true;
+      };
+      // A consistent snapshot, seqlock style: the program's reading of every queue before and
+      // after the class dump; if a queue moved in between, take it again (a few times).
+      for (int attempt = 0; attempt < 4; ++attempt) {
+        std::array<uint32_t, RL_NUM_PRIO> before{}, after{};
+        if (!probe_all(before)) return env(why);
+        netlink::Status st;
+        auto cs = netlink::class_stats(*in->sock, pi.ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, st);
+        if (!cs) return env(ps.node + ":" + ps.port + ": " + st.text);
+        for (uint32_t p = 0; p < RL_NUM_PRIO; ++p) {
+          ps.prio[p].shaper_bytes = (*cs)[p].bytes;
+          ps.prio[p].shaper_packets = (*cs)[p].packets;
+          ps.prio[p].shaper_drops = (*cs)[p].drops;
+          ps.prio[p].backlog_bytes = (*cs)[p].backlog;
+        }
+        if (!probe_all(after)) return env(why);
+        for (uint32_t p = 0; p < RL_NUM_PRIO; ++p) ps.prio[p].depth_bytes = after[p];
+        if (before == after) break;
+      }
+      for (uint32_t p = 0; p < RL_NUM_PRIO; ++p) ps.prio[p].c = maps_->counters().read(pi.slot, p);
+      out.push_back(std::move(ps));
+    }
+  }
+  return out;
+}
+
+Result<std::optional<AgentFigures>> LocalTestbed::agent_figures() {
+  if (agent_socket_.empty()) return std::optional<AgentFigures>();
+  std::string why;
+  auto f = fabric::agent_figures(agent_socket_, why);
+  if (!f) return env("the PFC agent: " + why);
+  return std::optional<AgentFigures>(std::move(*f));
+}
+
+Status LocalTestbed::write_loss(const PortRef& p, uint32_t loss, uint64_t rng) {
+  std::string why;
+  rl_port_info info{};
+  if (!maps_->port_info(p.slot, info, why)) return env(name(p) + ": " + why);
+  info.loss = loss;
+  info.loss_rng = rng;
+  if (!maps_->set_port_info(p.slot, info, why)) return env(name(p) + ": " + why);
+  return ok();
+}
+
+Result<Change> LocalTestbed::set_loss(const PortRef& p, double probability, uint64_t seed) {
+  if (!(probability >= 0 && probability <= 1)) return error(Errc::kBadInput, "loss probability must be within 0..1");
+  std::string why;
+  rl_port_info before{};
+  if (!maps_->port_info(p.slot, before, why)) return env(name(p) + ": " + why);
+  if (auto st = write_loss(p, loss_threshold(probability), loss_state(seed, p.slot)); !st) return st.error();
+  return Change("loss " + std::to_string(probability) + " on " + name(p),
+                [this, p, loss = before.loss, rng = before.loss_rng] { return write_loss(p, loss, rng); });
+}
+
+Status LocalTestbed::write_pause(const PortRef& p, uint32_t prio, bool paused) {
+  auto in = enter(netns_fd(p.node), nodes_[p.node].name);
+  if (!in) return in.error();
+  netlink::Status st;
+  const int ifindex = nodes_[p.node].ports.at(p.port).ifindex;
+  auto ps = netlink::pause_state(*in->sock, ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, prio, st);
+  if (!ps) return env(name(p) + ": " + st.text);
+  if (!ps->pausable)
+    return error(Errc::kBadInput, name(p) + ": priority " + std::to_string(prio) +
+                                      " cannot pause (PFC priorities only: qos.pfc.priorities)");
+  ps->spec.paused = paused;
+  netlink::Batch b(*in->sock);
+  b.set_pause(ps->spec);
+  if (auto s = b.flush(); !s.ok()) return env(s.text);
+  return ok();
+}
+
+Result<Change> LocalTestbed::set_pause(const PortRef& p, uint32_t prio, bool paused) {
+  if (prio >= RL_NUM_PRIO) return error(Errc::kBadInput, "expected a priority 0..7");
+  bool before = false;
+  {
+    auto in = enter(netns_fd(p.node), nodes_[p.node].name);
+    if (!in) return in.error();
+    netlink::Status st;
+    auto ps = netlink::pause_state(*in->sock, nodes_[p.node].ports.at(p.port).ifindex, RL_HTB_MAJOR, RL_CLASS_BASE,
+                                   prio, st);
+    if (!ps) return env(name(p) + ": " + st.text);
+    before = ps->spec.paused;
+  }
+  if (auto st = write_pause(p, prio, paused); !st) return st.error();
+  return Change(std::string(paused ? "pause" : "resume") + " priority " + std::to_string(prio) + " on " + name(p),
+                [this, p, prio, before] { return write_pause(p, prio, before); });
+}
+
+Status LocalTestbed::write_link(const PortRef& p, bool up) {
+  auto in = enter(netns_fd(p.node), nodes_[p.node].name);
+  if (!in) return in.error();
+  netlink::Batch b(*in->sock);
+  b.set_link(nodes_[p.node].ports.at(p.port).ifindex, up);
+  if (auto s = b.flush(); !s.ok()) return env(name(p) + ": " + s.text);
+  return ok();
+}
+
+Result<Change> LocalTestbed::set_link(const PortRef& p, bool up) {
+  bool before = false;
+  {
+    auto in = enter(netns_fd(p.node), nodes_[p.node].name);
+    if (!in) return in.error();
+    netlink::Status st;
+    auto l = netlink::link(*in->sock, nodes_[p.node].ports.at(p.port).ifindex, st);
+    if (!l) return env(name(p) + ": " + st.text);
+    before = l->admin_up;
+  }
+  if (auto st = write_link(p, up); !st) return st.error();
+  return Change(std::string("link ") + (up ? "up" : "down") + " on " + name(p),
+                [this, p, before] { return write_link(p, before); });
+}
+
+}  // namespace rocelab::fabric

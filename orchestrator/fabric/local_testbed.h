@@ -1,0 +1,60 @@
+// The Testbed of a fabric on this machine: either brought up here (up: this handle owns it
+// and down() takes it away) or left running by `rocelab up` (attach: found from its state
+// file; `rocelab down` takes it away). Maps are opened once; operations run inside the
+// node's namespace and each records the undo of exactly its own change.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bpf/fabric_maps.h"
+#include "fabric/realiser.h"
+#include "fabric/testbed.h"
+#include "model/scenario.h"
+
+namespace rocelab::fabric {
+
+class LocalTestbed final : public Testbed {
+ public:
+  static Result<std::unique_ptr<LocalTestbed>> up(const model::Scenario& s, const UpOptions& o);
+  static Result<std::unique_ptr<LocalTestbed>> attach(const std::string& instance);
+  ~LocalTestbed() override;
+
+  // Takes a fabric this handle brought up away (an attached one is `rocelab down`'s). A
+  // fabric brought up here also goes when the handle does (an error, an exception), unless
+  // keep_running() said it is to outlive this process (`rocelab up`).
+  Status down();
+  void keep_running() { keep_ = true; }
+  // The fabric brought up here (plan, notes, timings); null when attached.
+  const Fabric* fabric() const { return fabric_.get(); }
+
+  const std::string& instance() const override { return instance_; }
+  const std::vector<NodeInfo>& nodes() const override { return nodes_; }
+  const sys::Clock& clock() const override { return clock_; }
+  int netns_fd(size_t node) const override;
+  Result<std::vector<PortStats>> counters(const std::vector<PortRef>& ports) override;
+  Result<std::optional<AgentFigures>> agent_figures() override;
+  Result<Change> set_loss(const PortRef& p, double probability, uint64_t seed) override;
+  Result<Change> set_pause(const PortRef& p, uint32_t prio, bool paused) override;
+  Result<Change> set_link(const PortRef& p, bool up) override;
+
+ private:
+  LocalTestbed() = default;
+  Status open_maps();
+  Status write_loss(const PortRef& p, uint32_t loss, uint64_t rng);
+  Status write_pause(const PortRef& p, uint32_t prio, bool paused);
+  Status write_link(const PortRef& p, bool up);
+
+  std::string instance_;
+  std::unique_ptr<Fabric> fabric_;
+  std::vector<sys::Fd> netns_;  // attached: the nodes' namespaces (a fabric brought up here holds its own)
+  std::vector<NodeInfo> nodes_;
+  std::optional<bpf::FabricMaps> maps_;
+  std::string agent_socket_;    // empty: no agent
+  sys::MonotonicClock clock_;
+  bool keep_ = false;
+};
+
+}  // namespace rocelab::fabric

@@ -1,0 +1,48 @@
+#include "fabric/testbed.h"
+
+namespace rocelab::fabric {
+
+Result<PortRef> Testbed::port(std::string_view target) const {
+  const size_t colon = target.find(':');
+  if (colon == std::string_view::npos)
+    return error(Errc::kBadInput, "expected NODE:PORT, got '" + std::string(target.substr(0, 64)) + "'");
+  const std::string_view node = target.substr(0, colon), port = target.substr(colon + 1);
+  const auto& ns = nodes();
+  for (size_t n = 0; n < ns.size(); ++n) {
+    if (ns[n].name != node) continue;
+    std::string names;
+    for (size_t p = 0; p < ns[n].ports.size(); ++p) {
+      if (ns[n].ports[p].name == port) return PortRef{n, p, ns[n].ports[p].slot};
+      names += (names.empty() ? "" : ", ") + ns[n].ports[p].name;
+    }
+    return error(Errc::kBadInput, "node " + std::string(node) + " has no port '" + std::string(port.substr(0, 64)) +
+                                      "' (its ports: " + names + ")");
+  }
+  return error(Errc::kBadInput, "instance " + instance() + " has no node '" + std::string(node.substr(0, 64)) + "'");
+}
+
+std::string Testbed::name(const PortRef& p) const {
+  const auto& n = nodes().at(p.node);
+  return n.name + ":" + n.ports.at(p.port).name;
+}
+
+Result<std::vector<PortRef>> Testbed::select(std::string_view only) const {
+  std::vector<PortRef> out;
+  if (only.find(':') != std::string_view::npos) {
+    auto p = port(only);
+    if (!p) return p.error();
+    out.push_back(*p);
+    return out;
+  }
+  const auto& ns = nodes();
+  for (size_t n = 0; n < ns.size(); ++n) {
+    if (!only.empty() && ns[n].name != only) continue;
+    for (size_t p = 0; p < ns[n].ports.size(); ++p) out.push_back({n, p, ns[n].ports[p].slot});
+  }
+  if (!only.empty() && out.empty())
+    return error(Errc::kBadInput, "no node '" + std::string(only.substr(0, 64)) + "' in instance " + instance() +
+                                      " (NODE or NODE:PORT)");
+  return out;
+}
+
+}  // namespace rocelab::fabric

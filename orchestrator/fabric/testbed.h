@@ -1,0 +1,93 @@
+// The one handle to a running fabric (DESIGN.md §5). Everything above fabric/ — the run,
+// workloads, faults, telemetry — reaches the kernel through this interface: typed ports,
+// counters, the agent's figures, and operations that each hand back the exact undo of what
+// they changed. LocalTestbed (local_testbed.h) is the fabric on this machine; unit tests
+// use a fake, so fault timelines and the like run without root.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fabric/agent_protocol.h"
+#include "fabric/stats.h"
+#include "sys/clock.h"
+#include "sys/error.h"
+
+namespace rocelab::fabric {
+
+struct PortInfo {
+  std::string name;  // interface name inside its node: a switch port is named after its peer
+  int ifindex = 0;
+  uint32_t slot = 0;  // the port's index across the fabric (counters, settings)
+};
+
+struct NodeInfo {
+  std::string name, netns;
+  bool host = false;
+  std::vector<PortInfo> ports;
+};
+
+// A port of the fabric: node and port index into Testbed::nodes(), and its slot.
+struct PortRef {
+  size_t node = 0, port = 0;
+  uint32_t slot = 0;
+  bool operator==(const PortRef&) const = default;
+};
+
+// What an operation changed, and how to put back exactly what was there before it. Undoing
+// twice does nothing the second time.
+class Change {
+ public:
+  Change() = default;
+  Change(std::string what, std::function<Status()> undo) : what_(std::move(what)), undo_(std::move(undo)) {}
+  const std::string& what() const { return what_; }
+  Status undo() {
+    if (!undo_) return ok();
+    auto u = std::move(undo_);
+    undo_ = nullptr;
+    return u();
+  }
+  bool pending() const { return bool(undo_); }
+
+ private:
+  std::string what_;
+  std::function<Status()> undo_;
+};
+
+class Testbed {
+ public:
+  virtual ~Testbed() = default;
+
+  virtual const std::string& instance() const = 0;
+  virtual const std::vector<NodeInfo>& nodes() const = 0;
+  virtual const sys::Clock& clock() const = 0;
+  // A node's network namespace, for whoever opens sockets in it (RDMA backends); -1 when
+  // the testbed has none here (a fake).
+  virtual int netns_fd(size_t node) const = 0;
+
+  // "NODE:PORT" (a switch port is named after its peer, host NICs nic0, nic1...).
+  Result<PortRef> port(std::string_view target) const;
+  std::string name(const PortRef& p) const;
+  // "NODE" or "NODE:PORT" or "" (every port) into the ports it selects.
+  Result<std::vector<PortRef>> select(std::string_view only) const;
+
+  // Counters per port and priority, with the shaper's own figures (every port when empty).
+  virtual Result<std::vector<PortStats>> counters(const std::vector<PortRef>& ports) = 0;
+  // The agent's figures as of now; nullopt when the fabric has no agent (no PFC priority).
+  virtual Result<std::optional<AgentFigures>> agent_figures() = 0;
+
+  // Data packets leaving `p` are lost with `probability`, drawn from a generator seeded by
+  // `seed`; counted as drop reason fault_loss. PFC frames are never lost.
+  virtual Result<Change> set_loss(const PortRef& p, double probability, uint64_t seed) = 0;
+  // Priority `prio` stops (or resumes) leaving `p`, as a received XOFF (XON) does; queued
+  // packets stay queued. PFC priorities only.
+  virtual Result<Change> set_pause(const PortRef& p, uint32_t prio, bool paused) = 0;
+  // The port's administrative state (its veth peer loses carrier with it).
+  virtual Result<Change> set_link(const PortRef& p, bool up) = 0;
+};
+
+}  // namespace rocelab::fabric

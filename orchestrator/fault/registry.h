@@ -1,0 +1,41 @@
+// Fault kinds, registered by the scenario's `type:` string (in the manner of containerlab's
+// node registry): each kind checks its own parameters against the scenario and starts on a
+// Testbed, handing back the Change that ends it. A kind is one file plus one line in
+// builtin_kinds() (registry.cc).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fabric/testbed.h"
+#include "model/scenario.h"
+
+namespace rocelab::fault {
+
+struct Start {
+  const model::Fault& fault;
+  size_t index = 0;    // the fault's place in the scenario (seeds its own random stream)
+  uint64_t seed = 0;   // the scenario's
+};
+
+struct Kind {
+  std::string type;
+  std::string summary;  // for --help and the "built kinds" list
+  // Problems with a fault of this kind in this scenario, each a sentence (empty: fine).
+  std::function<std::vector<std::string>(const model::Fault&, const model::Scenario&)> validate;
+  // Applies the fault; the Change ends it (undo restores exactly what it replaced).
+  std::function<Result<fabric::Change>(fabric::Testbed&, const Start&)> start;
+};
+
+// Every built kind, in registration order.
+const std::vector<Kind>& kinds();
+const Kind* find(std::string_view type);
+std::string built_list();  // "loss" or "a, b and c"
+
+// The kinds' own definitions (one file each).
+Kind loss_kind();
+
+}  // namespace rocelab::fault

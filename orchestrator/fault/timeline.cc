@@ -1,0 +1,82 @@
+#include "fault/timeline.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "fault/registry.h"
+
+namespace rocelab::fault {
+
+Timeline::Timeline(const model::Scenario& s, fabric::Testbed& t) : s_(s), t_(t), active_(s.faults.size()) {
+  for (size_t i = 0; i < s.faults.size(); ++i) {
+    const auto& f = s.faults[i];
+    const sys::Nanos at = s.scale.emulate(f.at).ns;
+    events_.push_back({at, i, true});
+    if (f.duration) events_.push_back({at + s.scale.emulate(*f.duration).ns, i, false});
+  }
+  // Ties: in scenario order, a start before an end of the same instant.
+  std::stable_sort(events_.begin(), events_.end(), [](const Event& a, const Event& b) { return a.at < b.at; });
+}
+
+void Timeline::start(sys::Nanos now) { t0_ = now; }
+
+sys::Nanos Timeline::next_due() const { return next_ < events_.size() ? t0_ + events_[next_].at : INT64_MAX; }
+
+void Timeline::record(sys::Nanos now, size_t fault, bool begin, const Status& st) {
+  const auto& f = s_.faults[fault];
+  Happened h{double(now - t0_) / 1e9 / s_.scale.factor(), fault, f.type, f.target, begin, st.ok(), {}, {}};
+  if (!st.ok()) h.error = st.error().what;
+  if (begin && f.probability) h.probability = f.probability;
+  happened_.push_back(std::move(h));
+}
+
+size_t Timeline::apply_due(sys::Nanos now) {
+  size_t applied = 0;
+  for (; next_ < events_.size() && t0_ + events_[next_].at <= now; ++next_, ++applied) {
+    const Event& e = events_[next_];
+    if (e.begin) {
+      const Kind* k = find(s_.faults[e.fault].type);
+      Result<fabric::Change> c = k ? k->start(t_, {s_.faults[e.fault], e.fault, s_.seed})
+                                   : Result<fabric::Change>(error(Errc::kBadInput, "fault type '" + s_.faults[e.fault].type +
+                                                                                   "' is not built (built: " + built_list() + ")"));
+      if (c) {
+        active_[e.fault] = std::move(*c);
+        started_order_.push_back(e.fault);
+        record(now, e.fault, true, ok());
+      } else {
+        record(now, e.fault, true, c.error());
+      }
+    } else if (active_[e.fault]) {
+      record(now, e.fault, false, active_[e.fault]->undo());
+      active_[e.fault].reset();
+    }
+  }
+  return applied;
+}
+
+void Timeline::finish(sys::Nanos now) {
+  for (auto it = started_order_.rbegin(); it != started_order_.rend(); ++it)
+    if (active_[*it] && active_[*it]->pending()) {
+      record(now, *it, false, active_[*it]->undo());
+      active_[*it].reset();
+    }
+  next_ = events_.size();
+}
+
+bool Timeline::failed() const {
+  return std::any_of(happened_.begin(), happened_.end(), [](const Happened& h) { return !h.ok; });
+}
+
+nlohmann::ordered_json Timeline::to_json() const {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& h : happened_) {
+    nlohmann::ordered_json r{{"t_s", h.t_s}, {"fault", h.fault}, {"type", h.type}, {"target", h.target},
+                             {"action", h.begin ? "start" : "end"}, {"ok", h.ok}};
+    if (h.probability) r["probability"] = *h.probability;
+    if (!h.ok) r["error"] = h.error;
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace rocelab::fault

@@ -1,0 +1,74 @@
+// `agent`: the PFC agent's figures (pauses, time paused, reaction time, what paused ports
+// still sent) as metrics, and the headroom its measured reaction time asks for.
+#include "bpf/headroom.h"
+#include "telemetry/sink.h"
+
+namespace rocelab::telemetry {
+
+namespace {
+
+using model::MetricKind;
+using model::MetricValue;
+
+double headroom_drops(const model::MetricSet& m) {
+  double n = 0;
+  if (auto it = m.find("drops"); it != m.end())
+    for (const auto& s : it->second.samples)
+      if (auto r = s.labels.find("reason"); r != s.labels.end() && r->second == rl_drop_names[RL_DROP_HEADROOM])
+        n += s.value;
+  return n;
+}
+
+// Headroom (DESIGN.md §2): each switch port's physical headroom + its emulated rate x the
+// agent's reaction budget, which the agent raised to its p99 whenever the p99 outgrew it.
+// Reported for the fastest switch port, whose headroom the reaction time weighs most on.
+// Lossless queues that overflowed after the budget had to grow mean the machine did not
+// keep up (§3: invalid), not a configuration.
+void headroom_metrics(Collect& c, const fabric::AgentFigures& a) {
+  auto scalar = [&](const char* name, double v) { c.metrics[name] = MetricValue{MetricKind::kScalar, v, {}}; };
+  bpf::HeadroomPort fastest{};
+  for (const auto& np : c.plan.nodes)
+    if (!np.host)
+      for (const auto& hp : fabric::headroom_inputs(c.plan, np))
+        if (hp.rate_bps >= fastest.rate_bps) fastest = hp;
+  const uint64_t budget = a.reaction_budget_ns ? a.reaction_budget_ns : bpf::kInitialReactionBudgetNs;
+  scalar("pfc_reaction_budget", double(budget) / 1e9);
+  scalar("pfc_headroom", bpf::port_headroom(fastest, budget));
+  scalar("pfc_headroom_needed", bpf::port_headroom(fastest, a.reaction_ns.p99));
+  const double drops = headroom_drops(c.metrics);
+  if (a.budget_raises > 0 && drops > 0 && c.invalid.empty())
+    c.invalid = "the agent's reaction time outgrew its " + std::to_string(bpf::kInitialReactionBudgetNs / 1'000'000) +
+                " ms budget (raised to " + std::to_string(double(budget) / 1e6) + " ms) and " +
+                std::to_string(uint64_t(drops)) + " packets overflowed lossless headroom: the machine did not keep up";
+}
+
+}  // namespace
+
+Sink agent_sink() {
+  return {"agent", "the PFC agent's pauses, reaction time and pause leaks", [](Collect& c) -> Status {
+            auto f = c.testbed.agent_figures();
+            if (!f) return error(Errc::kInvalidRun, f.error().what + ": nothing is known to have honoured PFC");
+            if (!*f) return ok();  // no agent: no PFC priority
+            const fabric::AgentFigures& a = **f;
+            const double d = c.scenario.scale.factor();
+            auto scalar = [&](const char* name, double v) { c.metrics[name] = MetricValue{MetricKind::kScalar, v, {}}; };
+            scalar("agent_pauses", double(a.pauses));
+            scalar("pause_time", double(a.paused_ns) / 1e9 / d);
+            MetricValue per{MetricKind::kCounter, 0, {}};
+            for (const auto& x : a.paused)
+              per.samples.push_back({{{"node", x.node}, {"port", x.port}, {"prio", std::to_string(x.prio)}},
+                                     double(x.paused_ns) / 1e9 / d});
+            c.metrics["port_pause_time"] = per;
+            scalar("pfc_leaks", double(a.leaked_packets));
+            scalar("pfc_pause_tail", double(a.pause_tail_packets));
+            if (a.reaction_ns.count > 0) {
+              scalar("pfc_reaction_p50", double(a.reaction_ns.p50) / 1e9);
+              scalar("pfc_reaction_p99", double(a.reaction_ns.p99) / 1e9);
+              headroom_metrics(c, a);
+            }
+            c.record = fabric::to_json(a);
+            return ok();
+          }};
+}
+
+}  // namespace rocelab::telemetry
