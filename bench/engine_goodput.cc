@@ -21,6 +21,7 @@
 #include "engine/wire.h"
 #include "fabric/kernel_plan.h"
 #include "model/loader.h"
+#include "fabric/local_testbed.h"
 #include "sys/netns.h"
 #include "workload/perf.h"
 
@@ -131,9 +132,10 @@ int main(int argc, char** argv) {
   o.iterations = 0;
   o.mtu = kMtu;
   o.dcqcn = "off";
-  std::string why;
-  auto r = workload::run_perf(s, plan, o, why);
-  if (!r) return std::fprintf(stderr, "engine_goodput: %s\n", why.c_str()), 4;
+  auto t = fabric::LocalTestbed::attach(s.name);
+  if (!t) return std::fprintf(stderr, "engine_goodput: %s\n", t.error().what.c_str()), 4;
+  auto r = workload::run_perf(s, plan, **t, o);
+  if (!r) return std::fprintf(stderr, "engine_goodput: %s\n", r.error().what.c_str()), 4;
   const auto& q = r->requester.at(0);
   std::printf(
       "{\"datagram_bytes\": %zu, \"raw_udp_gbps\": %.4f, \"engine_gbps\": %.4f, \"ratio\": %.4f, "

@@ -24,6 +24,7 @@
 #include "model/loader.h"
 #include "run/capabilities.h"
 #include "run/graph.h"
+#include "run/kinds.h"
 #include "run/resolved.h"
 #include "run/results.h"
 #include "run/run.h"
@@ -56,7 +57,7 @@ std::optional<model::Scenario> load(const po::variables_map& vm, const Globals& 
   }
   const std::string path = vm["scenario"].as<std::string>();
   spdlog::debug("loading {}", path);
-  auto res = model::load_scenario_file(path);
+  auto res = run::load_scenario_file(path);
   if (res.ok()) {
     if (vm.count("instance")) {
       const std::string name = vm["instance"].as<std::string>();
@@ -512,13 +513,16 @@ int cmd_perf(const po::variables_map& vm, const Globals& g) {
     std::cerr << "rocelab perf: needs root (its sockets live in the fabric's namespaces)\n";
     return kExitEnvironment;
   }
-  std::string why;
+  auto t = fabric::LocalTestbed::attach(s->name);
+  if (!t) {
+    std::cerr << "rocelab perf: " << t.error().what << " (bring it up first: rocelab up " << s->file << ")\n";
+    return t.error().exit_code();
+  }
   const auto plan = fabric::plan_kernel(*s);
-  auto r = workload::run_perf(*s, plan, o, why);
+  auto r = workload::run_perf(*s, plan, **t, o);
   if (!r) {
-    std::cerr << "rocelab perf: " << why << "\n";
-    return why.find("not there") != std::string::npos || why.find("bind") != std::string::npos ? kExitEnvironment
-                                                                                                 : kExitBadInput;
+    std::cerr << "rocelab perf: " << r.error().what << "\n";
+    return r.error().exit_code();
   }
   const double retrans = [&] {
     uint64_t n = 0;

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <deque>
 
+#include "sys/netns.h"
+
 namespace rocelab::engine {
 namespace {
 
@@ -37,11 +39,9 @@ sockaddr_in sock_addr(uint32_t addr, uint16_t port) {
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
 // A UDP socket made inside `netns`, bound to addr:port.
-std::optional<sys::Fd> udp_socket(const std::string& netns, uint32_t addr, uint16_t port, bool rx, std::string& why,
+std::optional<sys::Fd> udp_socket(int netns_fd, uint32_t addr, uint16_t port, bool rx, std::string& why,
                                   uint8_t data_tos = kTosData) {
-  auto ns = sys::open_named_netns(netns, why);
-  if (!ns) return std::nullopt;
-  auto scope = sys::NetnsScope::enter(ns->get(), why);
+  auto scope = sys::NetnsScope::enter(netns_fd, why);
   if (!scope) return std::nullopt;
   sys::Fd fd(socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return why = errno_text("socket"), std::nullopt;
@@ -69,7 +69,7 @@ std::optional<sys::Fd> udp_socket(const std::string& netns, uint32_t addr, uint1
     char ip[INET_ADDRSTRLEN];
     in_addr in{htonl(addr)};
     inet_ntop(AF_INET, &in, ip, sizeof ip);
-    return why = errno_text(("bind " + std::string(ip) + ":" + std::to_string(port) + " in " + netns).c_str()),
+    return why = errno_text(("bind " + std::string(ip) + ":" + std::to_string(port)).c_str()),
            std::nullopt;
   }
   return fd;
@@ -124,8 +124,8 @@ Engine::Engine(const DcqcnParams& dcqcn, const Clock& clock) : dcqcn_(dcqcn), cl
 Engine::~Engine() = default;
 
 std::optional<size_t> Engine::add_endpoint(const EndpointSpec& spec, std::string& why) {
-  auto fd = udp_socket(spec.netns, spec.addr, kRoceUdpPort, true, why);
-  if (!fd) return std::nullopt;
+  auto fd = udp_socket(spec.netns_fd, spec.addr, kRoceUdpPort, true, why);
+  if (!fd) return why = spec.name + ": " + why, std::nullopt;
   endpoints_.push_back(std::make_unique<Endpoint>(spec, std::move(*fd), dcqcn_.cnp_interval.ns));
   ep_order_.push_back(endpoints_.size() - 1);
   return endpoints_.size() - 1;
@@ -136,7 +136,8 @@ std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_ad
                                      std::string& why, uint8_t tos) {
   Endpoint& e = *endpoints_.at(ep);
   if (e.qps.count(qpn)) return why = "QP " + std::to_string(qpn) + " exists on " + e.spec.name, std::nullopt;
-  auto fd = udp_socket(e.spec.netns, e.spec.addr, sport, false, why, tos);
+  auto fd = udp_socket(e.spec.netns_fd, e.spec.addr, sport, false, why, tos);
+  if (!fd) why = e.spec.name + ": " + why;
   if (!fd) return std::nullopt;
   auto q = std::unique_ptr<Qp>(new Qp{ep, RcQp(qpn, remote_qpn, send_psn, expect_psn, rc),
                                       ReactionPoint(dcqcn_, e.spec.line_bps), std::move(*fd),
@@ -149,6 +150,7 @@ std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_ad
 }
 
 RcQp& Engine::qp(size_t id) { return qps_.at(id)->rc; }
+const RcQp& Engine::qp(size_t id) const { return qps_.at(id)->rc; }
 size_t Engine::qp_count() const { return qps_.size(); }
 const EndpointStats& Engine::endpoint_stats(size_t ep) const { return endpoints_.at(ep)->stats; }
 

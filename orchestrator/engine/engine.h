@@ -16,13 +16,12 @@
 #include "sys/clock.h"
 #include "engine/dcqcn.h"
 #include "engine/transport.h"
-#include "sys/netns.h"
 
 namespace rocelab::engine {
 
 struct EndpointSpec {
   std::string name;   // for reports, e.g. "h1:nic0"
-  std::string netns;  // the host's namespace
+  int netns_fd = -1;  // the host's namespace (the caller's; must outlive the engine's sockets' making)
   uint32_t addr = 0;  // the NIC's IPv4 address, host order
   double line_bps = 0;  // emulated line rate: the pacer's ceiling
 };
@@ -63,6 +62,7 @@ class Engine {
                                uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
                                std::string& why, uint8_t tos = kTosData);  // data and ACKs leave with `tos`
   RcQp& qp(size_t id);
+  const RcQp& qp(size_t id) const;
 
   // One turn: receive what is waiting, fire timers, send what pacing allows.
   void turn();

@@ -1,6 +1,15 @@
 #include "fabric/testbed.h"
 
+#include <climits>
+
 namespace rocelab::fabric {
+
+size_t Testbed::node_index(std::string_view name) const {
+  const auto& ns = nodes();
+  for (size_t n = 0; n < ns.size(); ++n)
+    if (ns[n].name == name) return n;
+  return SIZE_MAX;
+}
 
 Result<PortRef> Testbed::port(std::string_view target) const {
   const size_t colon = target.find(':');

@@ -69,6 +69,8 @@ class Testbed {
   // the testbed has none here (a fake).
   virtual int netns_fd(size_t node) const = 0;
 
+  // A node by name (SIZE_MAX when the fabric has none).
+  size_t node_index(std::string_view name) const;
   // "NODE:PORT" (a switch port is named after its peer, host NICs nic0, nic1...).
   Result<PortRef> port(std::string_view target) const;
   std::string name(const PortRef& p) const;

@@ -8,8 +8,13 @@ Kind loss_kind() {
   Kind k;
   k.type = "loss";
   k.summary = "seeded per-packet loss on a port's egress (probability)";
-  // The model already requires probability and a NODE:PORT target that exists.
-  k.validate = [](const model::Fault&, const model::Scenario&) { return std::vector<std::string>{}; };
+  k.required = {"probability"};
+  k.validate = [](const model::Fault& f, const model::Scenario&) {
+    std::vector<std::string> out;
+    if (f.target.find(':') == std::string::npos)
+      out.push_back("a loss fault's target is a port, NODE:PORT (e.g. leaf1:host1), not '" + f.target + "'");
+    return out;
+  };
   k.start = [](fabric::Testbed& t, const Start& s) -> Result<fabric::Change> {
     auto port = t.port(s.fault.target);
     if (!port) return port.error();

@@ -24,11 +24,16 @@ struct Start {
 struct Kind {
   std::string type;
   std::string summary;  // for --help and the "built kinds" list
+  std::vector<std::string> required;  // keys it must have beyond kCommonKeys
+  std::vector<std::string> takes;     // keys it may have beyond kCommonKeys
   // Problems with a fault of this kind in this scenario, each a sentence (empty: fine).
   std::function<std::vector<std::string>(const model::Fault&, const model::Scenario&)> validate;
   // Applies the fault; the Change ends it (undo restores exactly what it replaced).
   std::function<Result<fabric::Change>(fabric::Testbed&, const Start&)> start;
 };
+
+// Keys every fault has (type, target and at are required by the model already).
+inline const std::vector<std::string> kCommonKeys = {"type", "target", "at", "duration"};
 
 // Every built kind, in registration order.
 const std::vector<Kind>& kinds();

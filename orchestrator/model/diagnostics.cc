@@ -29,6 +29,8 @@ std::string_view error_kind_name(ErrorKind k) {
     case ErrorKind::kTooLarge: return "too_large";
     case ErrorKind::kBadExpression: return "bad_expression";
     case ErrorKind::kUnknownMetric: return "unknown_metric";
+    case ErrorKind::kUnknownKind: return "unknown_kind";
+    case ErrorKind::kNoPath: return "no_path";
   }
   return "unknown";
 }

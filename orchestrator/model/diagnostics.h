@@ -32,6 +32,8 @@ enum class ErrorKind {
   kTooLarge,          // more namespaces or links than one machine can hold
   kBadExpression,     // an expect: expression that does not parse or type-check
   kUnknownMetric,     // an expect: expression naming a metric that does not exist
+  kUnknownKind,       // a type: (workload, fault, RDMA backend) or section this build does not have
+  kNoPath,            // a workload's flow between GPUs no link joins
 };
 
 inline constexpr std::array kAllErrorKinds = {
@@ -42,6 +44,7 @@ inline constexpr std::array kAllErrorKinds = {
     ErrorKind::kSelfLoop,     ErrorKind::kHostNotConnected, ErrorKind::kIfnameTooLong,
     ErrorKind::kBadAddress,   ErrorKind::kDuplicateAddress, ErrorKind::kAddressExhausted,
     ErrorKind::kTooLarge,     ErrorKind::kBadExpression,    ErrorKind::kUnknownMetric,
+    ErrorKind::kUnknownKind,  ErrorKind::kNoPath,
 };
 
 // Stable, snake_case: used in JSON output and as the malformed test file names.

@@ -534,7 +534,10 @@ class Loader {
     auto m = r_.map(v);
     if (!m) return;
     if (auto ev = m->take("engine"))
-      if (auto e = r_.choice(*ev, {"builtin", "rxe"})) h.engine = *e;
+      if (auto e = r_.string(*ev)) {
+        h.engine = *e;
+        h.engine_pos = ev->pos;
+      }
     if (auto dv = m->take("dcqcn")) {
       if (dv->node.IsScalar()) {
         if (auto d = r_.choice(*dv, {"paper", "nvidia", "off"})) h.dcqcn = *d;
@@ -543,6 +546,15 @@ class Loader {
       }
     }
     m->done();
+  }
+
+  // The keys present in a map, with their places (before any is taken).
+  static KeysSet keys_set(const MapReader& m) {
+    KeysSet k;
+    for (const char* key : {"name", "type", "from", "to", "hosts", "message", "qps", "dscp", "ring", "iterations",
+                            "start", "target", "at", "duration", "period", "probability", "priority"})
+      if (m.has(key)) k[key] = m.key_pos(key);
+    return k;
   }
 
   void read_workloads(const Value& v, std::vector<Workload>& out) {
@@ -555,15 +567,18 @@ class Loader {
       if (!m) continue;
       Workload w;
       w.pos = item.pos;
+      w.keys = keys_set(*m);
       if (auto tv = m->require("type"))
-        if (auto t = r_.choice(*tv, {"write_bw", "latency", "incast", "permutation", "allreduce", "alltoall"}))
+        if (auto t = r_.string(*tv)) {
           w.type = *t;
+          w.type_pos = tv->pos;
+        }
       w.name = w.type.empty() ? "workload" + std::to_string(i) : w.type + std::to_string(i);
       if (auto nv = m->take("name"))
         if (auto n = node_name(*nv)) w.name = *n;
-      bool pair = w.type == "write_bw" || w.type == "latency";
-      if (auto fv = pair ? m->require("from") : m->take("from")) rank_name(*fv, w.from, w.from_gpu);
-      if (auto tv = (pair || w.type == "incast") ? m->require("to") : m->take("to")) rank_name(*tv, w.to, w.to_gpu);
+      // Which of these a kind requires or takes is the kind's to say (checked above the model).
+      if (auto fv = m->take("from")) rank_name(*fv, w.from, w.from_gpu);
+      if (auto tv = m->take("to")) rank_name(*tv, w.to, w.to_gpu);
       if (auto hv = m->take("hosts")) {
         if (auto hs = r_.list_or_scalar(*hv)) {
           bool all = hs->size() == 1 && (*hs)[0].node.IsScalar() && (*hs)[0].node.Scalar() == "all";
@@ -575,11 +590,8 @@ class Loader {
       if (auto mv = m->take("message")) if (auto b = r_.bytes(*mv, Bytes{1}, Bytes{1ULL << 36})) w.message = *b;
       if (auto qv = m->take("qps")) if (auto n = r_.integer(*qv, 1, 1024)) w.qps = static_cast<int>(*n);
       if (auto dv = m->take("dscp")) if (auto n = r_.integer(*dv, 0, 63)) w.dscp = static_cast<int>(*n);
-      if (auto rv = m->take("ring")) {
+      if (auto rv = m->take("ring"))
         if (auto c = r_.choice(*rv, {"by_leaf", "as_listed"})) w.ring_as_listed = *c == "as_listed";
-        if (w.type != "allreduce" && !w.type.empty())
-          r_.error(ErrorKind::kInconsistent, rv->pos, rv->path + ": only an allreduce has a ring (this is " + w.type + ")");
-      }
       if (auto iv = m->take("iterations")) if (auto n = r_.integer(*iv, 1, 1000000)) w.iterations = static_cast<int>(*n);
       if (auto sv = m->take("start")) if (auto d = r_.duration(*sv, Duration{0}, Duration{3600LL * 1000000000})) w.start = *d;
       m->done();
@@ -596,18 +608,19 @@ class Loader {
       if (!m) continue;
       Fault f;
       f.pos = item.pos;
+      f.keys = keys_set(*m);
       if (auto tv = m->require("type"))
-        if (auto t = r_.choice(*tv, {"link_down", "link_flap", "loss", "corruption", "pause_storm",
-                                     "slow_receiver", "node_crash", "misconfig"}))
+        if (auto t = r_.string(*tv)) {
           f.type = *t;
+          f.type_pos = tv->pos;
+        }
       if (auto tv = m->require("target"))
         if (auto t = r_.string(*tv)) f.target = *t;
       if (auto av = m->require("at")) if (auto d = r_.duration(*av, Duration{0}, kHour)) f.at = *d;
       if (auto dv = m->take("duration")) f.duration = r_.duration(*dv, Duration{1}, kHour);
-      if (auto pv = f.type == "link_flap" ? m->require("period") : m->take("period"))
-        f.period = r_.duration(*pv, Duration{1}, kHour);
-      bool lossy = f.type == "loss" || f.type == "corruption";
-      if (auto pv = lossy ? m->require("probability") : m->take("probability")) f.probability = r_.number(*pv, 0, 1);
+      // Which parameters a kind requires or takes is the kind's to say (checked above the model).
+      if (auto pv = m->take("period")) f.period = r_.duration(*pv, Duration{1}, kHour);
+      if (auto pv = m->take("probability")) f.probability = r_.number(*pv, 0, 1);
       if (auto pv = m->take("priority"))
         if (auto n = r_.integer(*pv, 0, 7)) f.priority = static_cast<int>(*n);
       m->done();
@@ -660,6 +673,7 @@ class Loader {
   void read_capture(const Value& v, Capture& c) {
     auto m = r_.map(v);
     if (!m) return;
+    c.pos = v.pos;
     if (auto pv = m->take("ports"))
       if (auto items = r_.list_or_scalar(*pv))
         for (const auto& it : *items)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -168,14 +169,21 @@ struct DcqcnOverrides {
 };
 
 struct HostsConfig {
-  std::string engine = "builtin";  // builtin | rxe
+  std::string engine = "builtin";  // an RDMA backend by name (the registry above the model knows which exist)
+  Position engine_pos;
   std::string dcqcn = "paper";     // paper | nvidia | off
   DcqcnOverrides dcqcn_set;        // hosts.dcqcn as a map: {preset: P, g: ..., rate_timer: ...}
 };
 
+// The keys an item of a kind-typed list (workloads, faults) set, with where: the kind
+// (registered above the model) checks which it requires and which it takes.
+using KeysSet = std::map<std::string, Position>;
+
 struct Workload {
   std::string name;
-  std::string type;  // write_bw, latency, incast, permutation, allreduce, alltoall
+  std::string type;  // a workload kind by name: write_bw, latency, incast, permutation, allreduce, alltoall
+  Position type_pos;
+  KeysSet keys;
   std::vector<std::string> hosts;  // participants; empty = all hosts
   std::string from, to;
   int from_gpu = 0, to_gpu = 0;  // "host:gpuN": GPU N, which uses the host's NIC N (nicN)
@@ -189,8 +197,9 @@ struct Workload {
 };
 
 struct Fault {
-  std::string type;    // link_down, link_flap, loss, corruption, pause_storm, slow_receiver,
-                       // node_crash, misconfig
+  std::string type;    // a fault kind by name (loss; link_down, pause_storm, ... as they land)
+  Position type_pos;
+  KeysSet keys;
   std::string target;  // "node" or "node:ifname"
   Duration at{0};
   std::optional<Duration> duration;
@@ -208,6 +217,7 @@ struct Expectation {
 };
 
 struct Capture {
+  Position pos;
   std::vector<std::string> ports;  // "node:ifname", "node", or "all"
   Bytes snaplen{128};
 };

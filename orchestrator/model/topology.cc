@@ -627,10 +627,6 @@ class Builder {
       if (!w.from.empty() && w.from == w.to && w.from_gpu != w.to_gpu)
         err(ErrorKind::kInconsistent, w.pos, "workloads." + w.name + ": from and to are GPUs of the same host "
                                              "(they talk over the host's own links, not the fabric)");
-      size_t participants = w.hosts.empty() ? s_.count(NodeKind::kHost) : w.hosts.size();
-      bool collective = w.type == "allreduce" || w.type == "alltoall" || w.type == "permutation" || w.type == "incast";
-      if (collective && participants < 2)
-        err(ErrorKind::kInconsistent, w.pos, "workloads." + w.name + ": " + w.type + " needs at least 2 hosts");
     }
     for (const Fault& f : s_.faults) {
       size_t colon = f.target.find(':');
@@ -640,14 +636,7 @@ class Builder {
         err(ErrorKind::kUnknownNode, f.pos, "faults: unknown node '" + node + "' in target '" + f.target + "'" + hint_node(node));
         continue;
       }
-      bool link_fault = f.type == "link_down" || f.type == "link_flap" || f.type == "loss" || f.type == "corruption";
-      if (colon == std::string::npos) {
-        if (link_fault)
-          err(ErrorKind::kBadValue, f.pos, "faults: " + f.type + " needs a port as target (node:ifname), got '" + f.target + "'");
-        else if (f.type == "slow_receiver" && s_.nodes[*idx].kind != NodeKind::kHost)
-          err(ErrorKind::kBadValue, f.pos, "faults: slow_receiver needs a host, '" + node + "' is a switch");
-        continue;
-      }
+      if (colon == std::string::npos) continue;  // a node; whether its kind takes one is the kind's to say
       if (!has_port(*idx, f.target.substr(colon + 1)))
         err(ErrorKind::kUnknownLink, f.pos, "faults: '" + node + "' has no port '" + f.target.substr(colon + 1) + "'" + hint_port(*idx, f.target.substr(colon + 1)));
     }

@@ -198,8 +198,10 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
   for (const Workload& w : s.workloads) {
     ordered_json wj{{"name", w.name}, {"type", w.type}};
     if (!w.hosts.empty()) wj["hosts"] = w.hosts;
-    if (!w.from.empty()) wj["from"] = w.from;
-    if (!w.to.empty()) wj["to"] = w.to;
+    // A GPU other than 0 as HOST:gpuN, as the file may write it.
+    if (!w.from.empty()) wj["from"] = w.from_gpu ? w.from + ":gpu" + std::to_string(w.from_gpu) : w.from;
+    if (!w.to.empty()) wj["to"] = w.to_gpu ? w.to + ":gpu" + std::to_string(w.to_gpu) : w.to;
+    if (w.ring_as_listed) wj["ring"] = "as_listed";
     wj["message"] = format_bytes(w.message);
     wj["qps"] = w.qps;
     wj["dscp"] = w.dscp;

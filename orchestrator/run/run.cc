@@ -211,12 +211,12 @@ Status traffic_phase(RunContext& c) {
       ro.progress = [](const std::string& l) { spdlog::info("workloads: {}", l); };
       ro.cancel = c.opts.cancel;
       c.events->add("phase", {{"name", "workloads"}, {"status", "started"}});
-      std::string why;
-      if (auto wr = workload::run_workloads(c.s, c.plan(), ro, why)) {
+      if (auto wr = workload::run_workloads(c.s, c.plan(), *c.testbed, ro)) {
         c.workloads = std::move(*wr);
         if (!c.workloads->invalid.empty() && c.invalid.empty()) c.invalid = c.workloads->invalid;
       } else {
-        st = error(Errc::kEnvironment, "workloads: " + why);
+        st = error(wr.error().code == make_error_code(Errc::kBadInput) ? Errc::kBadInput : Errc::kEnvironment,
+                   "workloads: " + wr.error().what);
       }
     } else {
       tt.wait_all();

@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "fabric/kernel_plan.h"
+#include "fabric/testbed.h"
 #include "model/scenario.h"
 
 namespace rocelab::workload {
@@ -52,7 +53,8 @@ uint32_t ib_mtu_for(uint32_t netdev_mtu);
 // may hold the whole window); above the floor the QP follows measured round trips.
 engine::RcConfig rc_config(uint32_t mtu, double slower_line_bps, const model::TimeScale& scale);
 
-std::optional<PerfResult> run_perf(const model::Scenario& s, const fabric::KernelPlan& plan, const PerfOptions& o,
-                                   std::string& why);
+// On a fabric that is up (`t`: its namespaces), over the scenario's RDMA backend.
+Result<PerfResult> run_perf(const model::Scenario& s, const fabric::KernelPlan& plan, fabric::Testbed& t,
+                            const PerfOptions& o);
 
 }  // namespace rocelab::workload

@@ -1,6 +1,6 @@
-// The scenario's workloads on the built-in engine, inside a fabric that is up: flows between
-// hosts (write_bw, incast, permutation, alltoall), a ring all-reduce and a latency ping-pong,
-// each starting at its `start`, all served by one engine thread. Results per flow (goodput,
+// The scenario's workloads inside a fabric that is up: each kind (workload/kinds.h) plans its
+// flows, the scenario's RDMA backend (workload/backend.h) carries them, each job starting at
+// its `start`. Results per flow (goodput,
 // FCT and its slowdown against line rate, retransmits, CNPs, rate trace, end-to-end digest)
 // and per workload (nccl-tests algbw/busbw, iteration time, job completion time). Figures
 // are emulated; the caller converts them to physical units with D.
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fabric/kernel_plan.h"
+#include "fabric/testbed.h"
 #include "model/scenario.h"
 
 namespace rocelab::workload {
@@ -73,11 +74,8 @@ struct RunnerOptions {
   const std::atomic<bool>* cancel = nullptr;
 };
 
-// The order of a ring: hosts grouped by the switch GPU `gpu`'s NIC hangs off (the leaf, of
-// that rail), so ring edges stay inside a leaf where they can.
-std::vector<size_t> ring_order(const fabric::KernelPlan& plan, const std::vector<size_t>& hosts, size_t gpu = 0);
-
-std::optional<WorkloadRun> run_workloads(const model::Scenario& s, const fabric::KernelPlan& plan,
-                                         const RunnerOptions& o, std::string& why);
+// `t` gives the hosts' namespaces (its nodes in the plan's order).
+Result<WorkloadRun> run_workloads(const model::Scenario& s, const fabric::KernelPlan& plan, fabric::Testbed& t,
+                                  const RunnerOptions& o);
 
 }  // namespace rocelab::workload

@@ -186,7 +186,9 @@ class Loss(InTempDir):
         self.assertEqual(m["digest_errors"], 0)
         self.assertGreaterEqual(flow["retransmitted"], lost, "each loss is sent again")
         self.assertEqual(m["lossless_drops"], 0)
-        self.assertEqual([f["action"] for f in res["faults"]], ["start"])
+        # No duration: in force for the whole run, and undone when the traffic is over.
+        self.assertEqual([f["action"] for f in res["faults"]], ["start", "end"])
+        self.assertTrue(all(f["ok"] for f in res["faults"]), res["faults"])
 
 
 if __name__ == "__main__":

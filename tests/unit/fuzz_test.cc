@@ -10,6 +10,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "run/kinds.h"
 #include "run/resolved.h"
 #include "test_util.h"
 
@@ -175,7 +176,7 @@ void fuzz_one(const fs::path& file, Rng& rng, size_t& accepted, size_t& rejected
     Mutant m = mutate(base, rng);
     std::string label = file.filename().string() + " #" + std::to_string(i) + " (" + m.what + ")";
     auto t0 = std::chrono::steady_clock::now();
-    auto r = model::load_scenario_text(m.text, "mutant.yaml");
+    auto r = run::load_scenario_text(m.text, "mutant.yaml");
     // A hang detector, not a speed check: one small file never takes seconds.
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10)) << label;
     if (!r.ok()) {
@@ -194,7 +195,7 @@ void fuzz_one(const fs::path& file, Rng& rng, size_t& accepted, size_t& rejected
     // The loader never reads `derived`, so the reload skips parsing it (big mutants make it
     // tens of MB); the comparison still covers it, recomputed from the reloaded model.
     std::string first = run::resolved_json(*r.scenario).dump();
-    auto again = model::load_scenario_text(run::resolved_json(*r.scenario, false).dump(), "resolved.json");
+    auto again = run::load_scenario_text(run::resolved_json(*r.scenario, false).dump(), "resolved.json");
     ASSERT_TRUE(again.ok()) << label << ": its resolved dump does not load:\n"
                             << (again.diags.empty() ? "" : again.diags.sorted().front().format());
     EXPECT_EQ(run::resolved_json(*again.scenario).dump(), first) << label;

@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "model/loader.h"
+#include "run/kinds.h"
 
 using namespace rocelab::model;
 namespace fs = std::filesystem;
@@ -45,7 +45,7 @@ TEST_F(InMalformedDir, EveryErrorKindHasAFileWithItsExactMessages) {
     ASSERT_TRUE(fs::exists(fs::symlink_status(yaml))) << "no malformed file for error kind " << name;
     ASSERT_TRUE(fs::exists(err)) << "no sidecar " << err;
 
-    auto r = load_scenario_file(yaml.string());
+    auto r = rocelab::run::load_scenario_file(yaml.string());
     ASSERT_FALSE(r.ok()) << name << ".yaml was accepted";
     std::string got;
     for (const auto& d : r.diags.sorted()) got += d.format() + "\n";

@@ -6,12 +6,14 @@
 #include <set>
 #include <string>
 
-#include "model/loader.h"
+#include "run/kinds.h"
 
 namespace rocelab::testing {
 
+// Loads as `rocelab` does: the model, then the kinds this build has (run/kinds.h).
+
 inline model::Scenario must_load(const std::string& yaml) {
-  auto r = model::load_scenario_text(yaml, "test.yaml");
+  auto r = run::load_scenario_text(yaml, "test.yaml");
   std::string errs;
   for (const auto& d : r.diags.sorted()) errs += d.format() + "\n";
   EXPECT_TRUE(r.ok()) << errs;
@@ -19,8 +21,15 @@ inline model::Scenario must_load(const std::string& yaml) {
   return std::move(*r.scenario);
 }
 
-inline std::vector<std::string> errors_of(const std::string& yaml) {
+// The model's own parse alone (reserved sections, kinds not checked).
+inline model::Scenario must_load_model(const std::string& yaml) {
   auto r = model::load_scenario_text(yaml, "test.yaml");
+  if (!r.ok()) throw std::runtime_error("scenario did not load");
+  return std::move(*r.scenario);
+}
+
+inline std::vector<std::string> errors_of(const std::string& yaml) {
+  auto r = run::load_scenario_text(yaml, "test.yaml");
   std::vector<std::string> out;
   for (const auto& d : r.diags.sorted()) out.push_back(d.format());
   return out;

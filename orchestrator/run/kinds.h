@@ -1,0 +1,21 @@
+// Loading a scenario for this build: the model's validation, then everything named by a
+// `type:` checked against what is built (workload kinds, fault kinds, RDMA backends; the
+// capture section), each kind's own keys and rules, and a path for every flow the
+// workloads will make. A kind that is not built is an error here (exit 3), never a
+// surprise at run time.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "model/loader.h"
+
+namespace rocelab::run {
+
+// Adds what this build refuses in `s` to `d` (file:line of the offending key).
+void check_kinds(const model::Scenario& s, model::Diagnostics& d);
+
+model::LoadResult load_scenario_file(const std::string& path);
+model::LoadResult load_scenario_text(std::string_view text, const std::string& file_label);
+
+}  // namespace rocelab::run

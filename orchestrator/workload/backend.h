@@ -1,0 +1,79 @@
+// RDMA backends, registered by `hosts.engine`: what workloads post their verbs to. One
+// interface — endpoints (a host NIC), RC QPs, post, poll, counters — so the runner never
+// names a concrete engine. A backend is one file plus one line in backends() (backend.cc).
+// Built today: the built-in RoCEv2 engine; rxe (rdma-core verbs) comes next.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "model/scenario.h"
+#include "sys/clock.h"
+#include "sys/error.h"
+
+namespace rocelab::workload {
+
+struct EndpointSpec {
+  std::string name;    // for reports, e.g. "host1:nic0"
+  int netns_fd = -1;   // the host's namespace (the Testbed's; outlives the backend)
+  uint32_t addr = 0;   // the NIC's IPv4 address, host order
+  double line_bps = 0; // emulated line rate
+};
+
+struct QpSpec {
+  uint32_t qpn = 0, remote_addr = 0, remote_qpn = 0;
+  uint16_t sport = 0;  // UDP source port, 0xC000-0xFFFF
+  uint32_t send_psn = 0, expect_psn = 0;
+  engine::RcConfig rc;
+  uint8_t tos = engine::kTosData;
+};
+
+using Buffer = engine::RcQp::Buffer;
+
+// Counters every backend reports, in the built-in engine's terms (rxe maps its hw counters
+// onto them).
+using QpCounters = engine::QpReport;
+using EndpointCounters = engine::EndpointStats;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Result<size_t> add_endpoint(const EndpointSpec& e) = 0;
+  virtual Result<size_t> add_qp(size_t endpoint, const QpSpec& q) = 0;
+  // Responder memory a peer may WRITE into (must outlive the backend).
+  virtual void register_memory(size_t qp, uint32_t rkey, uint64_t va, std::span<uint8_t> memory) = 0;
+  virtual void post_write(size_t qp, Buffer data, uint64_t remote_va, uint32_t rkey) = 0;
+  virtual void post_send(size_t qp, Buffer data) = 0;
+  virtual std::vector<engine::Completion> poll(size_t qp) = 0;
+  // The next SEND message a QP received, in order.
+  virtual std::optional<std::vector<uint8_t>> take_received(size_t qp) = 0;
+  virtual bool failed(size_t qp) const = 0;
+  virtual uint32_t mtu(size_t qp) const = 0;
+  // Drives every endpoint until step() says done (true) or the deadline passes (false).
+  virtual bool run(const std::function<bool()>& step, sys::Nanos deadline) = 0;
+  virtual QpCounters qp_counters(size_t qp) const = 0;
+  virtual EndpointCounters endpoint_counters(size_t endpoint) const = 0;
+  virtual size_t qp_count() const = 0;
+  virtual const sys::Clock& clock() const = 0;
+};
+
+struct BackendKind {
+  std::string name;
+  std::string summary;
+  // DCQCN and the rest from the scenario's `hosts:`.
+  std::function<Result<std::unique_ptr<Backend>>(const model::Scenario& s, std::string_view dcqcn)> make;
+};
+
+const std::vector<BackendKind>& backends();
+const BackendKind* find_backend(std::string_view name);
+std::string built_backends();
+
+BackendKind builtin_backend();
+
+}  // namespace rocelab::workload

@@ -1,0 +1,78 @@
+// A Testbed without a kernel: ports from a scenario's plan, operations recorded and applied
+// to plain state, so features above fabric/ (fault timelines, sinks) run in unit tests
+// without root, on a fake clock.
+#pragma once
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "fabric/kernel_plan.h"
+#include "fabric/testbed.h"
+
+namespace rocelab::testing {
+
+class FakeTestbed final : public fabric::Testbed {
+ public:
+  explicit FakeTestbed(const model::Scenario& s) : instance_(s.name) {
+    const auto plan = fabric::plan_kernel(s);
+    for (const auto& np : plan.nodes) {
+      fabric::NodeInfo n{np.node, np.netns, np.host, {}};
+      for (const auto& p : np.ports) n.ports.push_back({p.ifname, p.ifindex, uint32_t(p.slot)});
+      nodes_.push_back(std::move(n));
+    }
+  }
+  sys::FakeClock clock_;
+  std::map<uint32_t, double> loss;                   // slot -> probability in force
+  std::map<std::pair<uint32_t, uint32_t>, bool> paused;  // (slot, prio)
+  std::map<uint32_t, bool> link_up;                  // slot -> admin state (absent: up)
+  std::vector<std::string> log;                      // every operation and undo, in order
+  std::optional<fabric::AgentFigures> figures;
+
+  const std::string& instance() const override { return instance_; }
+  const std::vector<fabric::NodeInfo>& nodes() const override { return nodes_; }
+  const sys::Clock& clock() const override { return clock_; }
+  int netns_fd(size_t) const override { return -1; }
+  Result<std::vector<fabric::PortStats>> counters(const std::vector<fabric::PortRef>&) override {
+    return std::vector<fabric::PortStats>{};
+  }
+  Result<std::optional<fabric::AgentFigures>> agent_figures() override { return figures; }
+
+  Result<fabric::Change> set_loss(const fabric::PortRef& p, double probability, uint64_t seed) override {
+    const double before = loss.count(p.slot) ? loss[p.slot] : 0;
+    loss[p.slot] = probability;
+    log.push_back("loss " + name(p) + " " + std::to_string(probability) + " seed " + std::to_string(seed));
+    return fabric::Change("loss", [this, p, before] {
+      loss[p.slot] = before;
+      log.push_back("undo loss " + name(p) + " -> " + std::to_string(before));
+      return ok();
+    });
+  }
+  Result<fabric::Change> set_pause(const fabric::PortRef& p, uint32_t prio, bool on) override {
+    const bool before = paused[{p.slot, prio}];
+    paused[{p.slot, prio}] = on;
+    log.push_back(std::string(on ? "pause " : "resume ") + name(p));
+    return fabric::Change("pause", [this, p, prio, before] {
+      paused[{p.slot, prio}] = before;
+      log.push_back("undo pause " + name(p));
+      return ok();
+    });
+  }
+  Result<fabric::Change> set_link(const fabric::PortRef& p, bool up) override {
+    const bool before = link_up.count(p.slot) ? link_up[p.slot] : true;
+    link_up[p.slot] = up;
+    log.push_back(std::string("link ") + (up ? "up " : "down ") + name(p));
+    return fabric::Change("link", [this, p, before] {
+      link_up[p.slot] = before;
+      log.push_back("undo link " + name(p));
+      return ok();
+    });
+  }
+
+ private:
+  std::string instance_;
+  std::vector<fabric::NodeInfo> nodes_;
+};
+
+}  // namespace rocelab::testing

@@ -1,0 +1,118 @@
+// The fault timeline against a fake Testbed on a fake clock: no root, no real time.
+#include <gtest/gtest.h>
+
+#include "fake_testbed.h"
+#include "fault/registry.h"
+#include "fault/timeline.h"
+#include "test_util.h"
+
+namespace rocelab {
+namespace {
+
+constexpr const char* kFabric =
+    "name: ft\nscale: 1000\nfabric: {type: leaf-spine, spines: 1, leaves: 2, hosts_per_leaf: 1}\n";
+
+sys::Nanos ms(double v) { return sys::Nanos(v * 1e6); }
+
+TEST(FaultTimeline, ALossFaultStartsAndEndsAtItsPhysicalTimesTimesD) {
+  auto s = testing::must_load(std::string(kFabric) +
+                              "faults:\n  - {type: loss, target: 'leaf1:spine1', at: 2ms, duration: 3ms, probability: 0.25}\n");
+  testing::FakeTestbed t(s);
+  const auto port = t.port("leaf1:spine1");
+  ASSERT_TRUE(port) << port.error().what;
+  fault::Timeline tl(s, t);
+  tl.start(t.clock_.now());
+  // D = 1000: at 2 ms physical = 2 s emulated, until 5 s.
+  EXPECT_EQ(tl.next_due(), ms(2000));
+  t.clock_.set(ms(1999));
+  EXPECT_EQ(tl.apply_due(t.clock_.now()), 0u);
+  EXPECT_EQ(t.loss[port->slot], 0);
+  t.clock_.set(ms(2000));
+  EXPECT_EQ(tl.apply_due(t.clock_.now()), 1u);
+  EXPECT_EQ(t.loss[port->slot], 0.25);
+  EXPECT_EQ(tl.next_due(), ms(5000));
+  t.clock_.set(ms(4999));
+  EXPECT_EQ(tl.apply_due(t.clock_.now()), 0u);
+  t.clock_.set(ms(5000));
+  EXPECT_EQ(tl.apply_due(t.clock_.now()), 1u);
+  EXPECT_EQ(t.loss[port->slot], 0);
+  EXPECT_FALSE(tl.pending());
+  ASSERT_EQ(tl.happened().size(), 2u);
+  EXPECT_DOUBLE_EQ(tl.happened()[0].t_s, 0.002);  // physical seconds
+  EXPECT_DOUBLE_EQ(tl.happened()[1].t_s, 0.005);
+  EXPECT_TRUE(tl.happened()[0].begin);
+  EXPECT_FALSE(tl.happened()[1].begin);
+  EXPECT_FALSE(tl.failed());
+}
+
+TEST(FaultTimeline, AnEndingFaultPutsBackWhatWasThereNotZero) {
+  // Two overlapping faults on one port: the inner one's end restores the outer one's loss.
+  auto s = testing::must_load(std::string(kFabric) +
+                              "faults:\n"
+                              "  - {type: loss, target: 'leaf1:spine1', at: 0ms, duration: 10ms, probability: 0.05}\n"
+                              "  - {type: loss, target: 'leaf1:spine1', at: 1ms, duration: 1ms, probability: 0.5}\n");
+  testing::FakeTestbed t(s);
+  const uint32_t slot = t.port("leaf1:spine1")->slot;
+  fault::Timeline tl(s, t);
+  tl.start(0);
+  tl.apply_due(ms(1000));
+  EXPECT_EQ(t.loss[slot], 0.5);
+  tl.apply_due(ms(2000));
+  EXPECT_EQ(t.loss[slot], 0.05) << "the inner fault's end restores the outer fault's loss";
+  tl.apply_due(ms(10000));
+  EXPECT_EQ(t.loss[slot], 0);
+}
+
+TEST(FaultTimeline, FinishUndoesWhatIsStillInForceNewestFirst) {
+  auto s = testing::must_load(std::string(kFabric) +
+                              "faults:\n"
+                              "  - {type: loss, target: 'leaf1:spine1', at: 0ms, probability: 0.1}\n"
+                              "  - {type: loss, target: 'leaf2:spine1', at: 1ms, probability: 0.2}\n");
+  testing::FakeTestbed t(s);
+  fault::Timeline tl(s, t);
+  tl.start(0);
+  tl.apply_due(ms(5000));
+  EXPECT_FALSE(tl.pending());
+  tl.finish(ms(6000));
+  ASSERT_EQ(t.log.size(), 4u);
+  EXPECT_EQ(t.log[2], "undo loss leaf2:spine1 -> 0.000000");
+  EXPECT_EQ(t.log[3], "undo loss leaf1:spine1 -> 0.000000");
+  EXPECT_EQ(t.loss[t.port("leaf1:spine1")->slot], 0);
+  EXPECT_EQ(tl.happened().back().t_s, 0.006);
+}
+
+TEST(FaultTimeline, EachFaultDrawsFromItsOwnSeededStream) {
+  auto s = testing::must_load(std::string(kFabric) +
+                              "seed: 7\nfaults:\n"
+                              "  - {type: loss, target: 'leaf1:spine1', at: 0ms, probability: 0.1}\n"
+                              "  - {type: loss, target: 'leaf2:spine1', at: 0ms, probability: 0.1}\n");
+  testing::FakeTestbed t(s);
+  fault::Timeline tl(s, t);
+  tl.start(0);
+  tl.apply_due(0);
+  ASSERT_EQ(t.log.size(), 2u);
+  EXPECT_EQ(t.log[0], "loss leaf1:spine1 0.100000 seed " + std::to_string(7ull ^ 0x6c6f7373ull));
+  EXPECT_EQ(t.log[1], "loss leaf2:spine1 0.100000 seed " + std::to_string(7ull ^ (0x6c6f7373ull * 2)));
+}
+
+TEST(FaultTimeline, AFaultTheTestbedRefusesIsRecordedAsFailed) {
+  auto s = testing::must_load(std::string(kFabric) +
+                              "faults:\n  - {type: loss, target: 'leaf1:spine1', at: 0ms, probability: 0.1}\n");
+  testing::FakeTestbed t(s);
+  s.faults[0].target = "leaf1:nowhere";  // a running fabric that is not the scenario's
+  fault::Timeline tl(s, t);
+  tl.start(0);
+  tl.apply_due(0);
+  EXPECT_TRUE(tl.failed());
+  ASSERT_EQ(tl.happened().size(), 1u);
+  EXPECT_NE(tl.happened()[0].error.find("no port 'nowhere'"), std::string::npos) << tl.happened()[0].error;
+}
+
+TEST(FaultKinds, TheRegistryNamesWhatIsBuilt) {
+  EXPECT_NE(fault::find("loss"), nullptr);
+  EXPECT_EQ(fault::find("link_down"), nullptr);
+  EXPECT_EQ(fault::built_list(), "loss");
+}
+
+}  // namespace
+}  // namespace rocelab
