@@ -11,6 +11,7 @@ PKGS=(
   libboost-program-options-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev
   iproute2 python3 tcpdump tshark
+  graphviz jq                 # the README's examples pipe into dot and jq
 )
 # `setup.sh --bench` adds what bench/ compares against (Mininet with Linux bridges).
 if [ "${1:-}" = "--bench" ]; then

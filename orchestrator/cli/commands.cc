@@ -28,6 +28,10 @@
 #include "run/resolved.h"
 #include "run/results.h"
 #include "run/run.h"
+#include "fault/registry.h"
+#include "telemetry/sink.h"
+#include "workload/backend.h"
+#include "workload/kinds.h"
 #include "workload/perf.h"
 
 namespace po = boost::program_options;
@@ -610,9 +614,9 @@ const std::vector<Command>& commands() {
        "routes, permanent neighbours and per-namespace sysctls, and turns offloads off. Every\n"
        "namespace and link is written to /run/rocelab/NAME.state before it is made; an error\n"
        "or Ctrl-C rolls back, and 'rocelab down' cleans up after anything, even a kill -9.\n"
-       "NAME is the scenario's 'name:' (default: from the file name). Needs root.",
+       "NAME is the scenario's 'name:' (default: from the file name), or --instance. Needs root.",
        "sudo rocelab up scenarios/quickstart.yaml && sudo ip netns exec rl-quickstart.host1 ip route\n"
-       "  sudo rocelab up --name qs2 scenarios/quickstart.yaml   # a second copy beside the first",
+       "  sudo rocelab up --instance qs2 scenarios/quickstart.yaml   # a second copy beside the first",
        [](po::options_description& d) {
          add_instance_option(d);
          add_scenario_arg(d);
@@ -704,6 +708,30 @@ const std::vector<Command>& commands() {
 
 namespace {
 
+// `rocelab help metrics`: every metric expect: may name, as the README's table.
+void metrics_help(std::ostream& out) {
+  out << "| metric | kind | unit | labels | meaning |\n|---|---|---|---|---|\n";
+  const char* kinds[] = {"scalar", "series", "counter"};
+  for (const auto& m : model::metric_registry()) {
+    std::string labels;
+    for (const auto& l : m.labels) labels += std::string(labels.empty() ? "" : ", ") + std::string(l);
+    out << "| `" << m.name << "` | " << kinds[int(m.kind)] << " | " << m.unit << " | " << labels << " | " << m.help
+        << " |\n";
+  }
+}
+
+// `rocelab help kinds`: what a scenario may name by `type:` in this build.
+void kinds_help(std::ostream& out) {
+  out << "workloads (workloads: - {type: ...}):\n";
+  for (const auto& k : workload::kinds()) out << fmt::format("  {:<12} {}\n", k.type, k.summary);
+  out << "faults (faults: - {type: ...}):\n";
+  for (const auto& k : fault::kinds()) out << fmt::format("  {:<12} {}\n", k.type, k.summary);
+  out << "RDMA backends (hosts: {engine: ...}):\n";
+  for (const auto& b : workload::backends()) out << fmt::format("  {:<12} {}\n", b.name, b.summary);
+  out << "telemetry sinks (every run):\n";
+  for (const auto& t : telemetry::sinks()) out << fmt::format("  {:<14} {}\n", t.type, t.summary);
+}
+
 void general_help(std::ostream& out) {
   out << "rocelab — lossless-fabric (RoCEv2) emulation testbed\n\n"
          "usage: rocelab [-v] [-j] COMMAND [ARGS]\n\ncommands:\n";
@@ -714,6 +742,8 @@ void general_help(std::ostream& out) {
   }
   out << "\nglobal options:\n  -v, --verbose  debug logs\n  -j, --json     JSON output\n  -h, --help     help "
          "(rocelab COMMAND --help for one command)\n\n"
+         "  rocelab help metrics  every metric an expect: assertion may name\n"
+         "  rocelab help kinds    the workload, fault and backend types this build has\n\n"
          "start with: rocelab validate scenarios/quickstart.yaml && sudo rocelab run scenarios/quickstart.yaml\n";
 }
 
@@ -752,6 +782,8 @@ int main_entry(int argc, char** argv) {
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].empty() && args[i][0] == '-') continue;
     if (args[i] == "help") {
+      if (i + 1 < args.size() && args[i + 1] == "metrics") return metrics_help(std::cout), 0;
+      if (i + 1 < args.size() && args[i + 1] == "kinds") return kinds_help(std::cout), 0;
       if (i + 1 < args.size())
         for (const auto& c : commands())
           if (c.name == args[i + 1]) {

@@ -185,33 +185,44 @@ std::unique_ptr<Fabric> Fabric::up(const model::Scenario& s, const UpOptions& o,
   return f;
 }
 
-bool Fabric::build(const UpOptions& o, std::string& why) {
-  const auto t0 = Clock::now();
-  auto last_report = t0;
-  sys::raise_fd_limit();
-  const bool seed_ok = sys::sysctl_exists(kHashSeedSysctl);
-  if (!seed_ok)
-    notes_.push_back("this kernel has no " + std::string(kHashSeedSysctl) +
-                     " (Linux 6.11+): ECMP hashing is seeded at random, so flow placement differs between runs");
-  auto cancelled = [&] {
-    if (o.cancel && o.cancel->load()) {
-      why = "interrupted: rolled back";
-      return true;
-    }
-    return false;
-  };
-  auto report = [&](const std::string& what) {
+// The progress and cancellation of one `up`.
+struct Fabric::Steps {
+  const UpOptions& o;
+  std::string& why;
+  Clock::time_point last_report = Clock::now();
+  bool cancelled() {
+    if (!o.cancel || !o.cancel->load()) return false;
+    why = "interrupted: rolled back";
+    return true;
+  }
+  void report(const std::string& what) {
     if (o.progress && std::chrono::duration<double>(Clock::now() - last_report).count() > 0.5) {
       last_report = Clock::now();
       o.progress(what);
     }
-  };
+  }
+};
 
+bool Fabric::build(const UpOptions& o, std::string& why) {
+  const auto t0 = Clock::now();
+  Steps st{o, why};
+  sys::raise_fd_limit();
   // The port programs load first: a kernel that refuses them fails before anything is made.
+  if (!load_programs(why) || !make_namespaces(st) || !make_veths(st)) return false;
+  for (size_t x = 0; x < plan_.nodes.size(); ++x) {
+    if (!configure_node(x, why) || st.cancelled()) return false;
+    st.report("addresses and routes of " + std::to_string(x + 1) + "/" + std::to_string(plan_.nodes.size()) + " nodes");
+  }
+  up_seconds_ = since(t0);
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.3f", up_seconds_);
+  return log_->append({std::string("ready ") + secs}, why);
+}
+
+bool Fabric::load_programs(std::string& why) {
   progs_ = bpf::PortPrograms::load(plan_.ports, plan_.port_config, why);
   if (!progs_) return false;
-  auto& progs = progs_;
-  for (const NodePlan& np : plan_.nodes)
+  for (const NodePlan& np : plan_.nodes) {
     for (const PortPlan& p : np.ports) {
       rl_port_info info{};
       std::copy(p.mac.begin(), p.mac.end(), info.mac);
@@ -219,57 +230,58 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
       info.flags = np.host ? RL_PORT_HOST : 0;
       info.node_first_slot = static_cast<uint32_t>(np.ports.front().slot);
       info.node_ports = static_cast<uint32_t>(np.ports.size());
-      if (!progs->set_port_info(p.slot, info, why)) return false;
+      if (!progs_->set_port_info(p.slot, info, why)) return false;
     }
-  for (const NodePlan& np : plan_.nodes) {
     const auto h = bpf::node_headroom(headroom_inputs(plan_, np), plan_.port_config.pfc_xoff,
                                       plan_.port_config.buffer_size, bpf::kInitialReactionBudgetNs);
     for (size_t i = 0; i < np.ports.size(); ++i)
-      if (!progs->set_port_headroom(np.ports[i].slot, h[i], why)) return false;
+      if (!progs_->set_port_headroom(np.ports[i].slot, h[i], why)) return false;
   }
+  return true;
+}
 
+// One namespace per node, each logged before it is made, its sysctls set from inside.
+bool Fabric::make_namespaces(Steps& st) {
+  const bool seed_ok = sys::sysctl_exists(kHashSeedSysctl);
+  if (!seed_ok)
+    notes_.push_back("this kernel has no " + std::string(kHashSeedSysctl) +
+                     " (Linux 6.11+): ECMP hashing is seeded at random, so flow placement differs between runs");
   const size_t n = plan_.nodes.size();
   nodes_.resize(n);
   for (size_t x = 0; x < n; ++x) {
     const NodePlan& np = plan_.nodes[x];
-    if (cancelled() || !log_->append({"netns " + np.netns + " " + np.node}, why)) return false;
+    if (st.cancelled() || !log_->append({"netns " + np.netns + " " + np.node}, st.why)) return false;
     NodeHandles& h = nodes_[x];
     auto inside = [&](std::string& w) {
-      netlink::Status st;
-      h.rtnl = netlink::RouteSocket::open(st);
-      if (!h.rtnl) {
-        w = st.text;
-        return false;
-      }
+      netlink::Status ns;
+      h.rtnl = netlink::RouteSocket::open(ns);
+      if (!h.rtnl) return w = ns.text, false;
       h.inet = sys::Fd(socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-      if (!h.inet.valid()) {
-        w = std::string("socket: ") + std::strerror(errno);
-        return false;
-      }
+      if (!h.inet.valid()) return w = std::string("socket: ") + std::strerror(errno), false;
       for (const auto& [key, value] : np.sysctls) {
         if (key == kHashSeedSysctl && !seed_ok) continue;
         if (!sys::write_sysctl(key, value, w)) return false;
       }
       return true;
     };
-    auto fd = sys::create_named_netns(np.netns, inside, why);
-    if (!fd) {
-      why = np.node + ": " + why;
-      return false;
-    }
+    auto fd = sys::create_named_netns(np.netns, inside, st.why);
+    if (!fd) return st.why = np.node + ": " + st.why, false;
     h.netns = std::move(*fd);
-    report("namespaces " + std::to_string(x + 1) + "/" + std::to_string(n));
+    st.report("namespaces " + std::to_string(x + 1) + "/" + std::to_string(n));
   }
+  return true;
+}
 
-  // Veth pairs: each made from its a-end's namespace with the peer placed straight into
-  // the b-end's, so no port ever exists in the machine's own namespace.
+// Veth pairs: each made from its a-end's namespace with the peer placed straight into the
+// b-end's, so no port ever exists in the machine's own namespace.
+bool Fabric::make_veths(Steps& st) {
   std::vector<std::string> lines;
   for (const VethPlan& v : plan_.veths) {
     const NodePlan &a = plan_.nodes[v.a_node], &b = plan_.nodes[v.b_node];
-    lines.push_back("veth " + a.netns + " " + a.ports[v.a_port].ifname + " " + b.netns + " " +
-                    b.ports[v.b_port].ifname);
+    lines.push_back("veth " + a.netns + " " + a.ports[v.a_port].ifname + " " + b.netns + " " + b.ports[v.b_port].ifname);
   }
-  if (cancelled() || !log_->append(lines, why)) return false;
+  if (st.cancelled() || !log_->append(lines, st.why)) return false;
+  const size_t n = plan_.nodes.size();
   std::vector<std::vector<const VethPlan*>> by_node(n);  // by the namespace that makes them
   for (const VethPlan& v : plan_.veths) by_node[v.a_node].push_back(&v);
   for (size_t x = 0; x < n; ++x) {
@@ -280,53 +292,38 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
       const PortPlan& pb = plan_.nodes[v->b_node].ports[v->b_port];
       b.add_veth({pa.ifname, pb.ifname, pa.ifindex, pb.ifindex, pa.mac, pb.mac, pa.mtu, nodes_[v->b_node].netns.get()});
     }
-    if (auto st = b.flush(); !st.ok()) {
-      why = plan_.nodes[x].node + ": " + st.text;
-      return false;
-    }
-    if (cancelled()) return false;
-    report("links of " + std::to_string(x + 1) + "/" + std::to_string(n) + " nodes");
+    if (auto r = b.flush(); !r.ok()) return st.why = plan_.nodes[x].node + ": " + r.text, false;
+    if (st.cancelled()) return false;
+    st.report("links of " + std::to_string(x + 1) + "/" + std::to_string(n) + " nodes");
   }
+  return true;
+}
 
-  for (size_t x = 0; x < n; ++x) {
-    const NodePlan& np = plan_.nodes[x];
-    netlink::Batch b(*nodes_[x].rtnl);
-    b.set_up(kLoopbackIfindex);
-    b.add_addr({kLoopbackIfindex, np.loopback, 32});
-    for (const PortPlan& p : np.ports) {
-      if (!p.made_here) b.set_up(p.ifindex);
-      b.add_addr({p.ifindex, p.addr, 31});
-      // Permanent: no ARP, ever, during a measured run.
-      b.add_neigh({p.ifindex, p.peer_addr, p.peer_mac});
-    }
-    for (const auto& r : np.routes) b.add_route(r);
-    for (const auto& r : np.rules) b.add_rule(r);
-    for (const PortPlan& p : np.ports) b.add_scheduler(scheduler_of(plan_, np, p));
-    if (auto st = b.flush(); !st.ok()) {
-      why = np.node + ": " + st.text;
-      return false;
-    }
-    {
-      auto scope = sys::NetnsScope::enter(nodes_[x].netns.get(), why);
-      if (!scope) return false;
-      for (const PortPlan& p : np.ports)
-        if (!progs->attach(p.ifindex, why)) {
-          why = np.node + ":" + p.ifname + ": " + why;
-          return false;
-        }
-    }
-    for (const PortPlan& p : np.ports)
-      if (!netlink::disable_offloads(nodes_[x].inet.get(), p.ifname, why)) {
-        why = np.node + ": " + why;
-        return false;
-      }
-    if (cancelled()) return false;
-    report("addresses and routes of " + std::to_string(x + 1) + "/" + std::to_string(n) + " nodes");
+// A node's addresses, neighbours, routes, rules and schedulers in one batch; then its port
+// programs attached and offloads off.
+bool Fabric::configure_node(size_t x, std::string& why) {
+  const NodePlan& np = plan_.nodes[x];
+  netlink::Batch b(*nodes_[x].rtnl);
+  b.set_up(kLoopbackIfindex);
+  b.add_addr({kLoopbackIfindex, np.loopback, 32});
+  for (const PortPlan& p : np.ports) {
+    if (!p.made_here) b.set_up(p.ifindex);
+    b.add_addr({p.ifindex, p.addr, 31});
+    b.add_neigh({p.ifindex, p.peer_addr, p.peer_mac});  // permanent: no ARP, ever, during a measured run
   }
-  up_seconds_ = since(t0);
-  char secs[32];
-  std::snprintf(secs, sizeof secs, "%.3f", up_seconds_);
-  return log_->append({std::string("ready ") + secs}, why);
+  for (const auto& r : np.routes) b.add_route(r);
+  for (const auto& r : np.rules) b.add_rule(r);
+  for (const PortPlan& p : np.ports) b.add_scheduler(scheduler_of(plan_, np, p));
+  if (auto st = b.flush(); !st.ok()) return why = np.node + ": " + st.text, false;
+  {
+    auto scope = sys::NetnsScope::enter(nodes_[x].netns.get(), why);
+    if (!scope) return false;
+    for (const PortPlan& p : np.ports)
+      if (!progs_->attach(p.ifindex, why)) return why = np.node + ":" + p.ifname + ": " + why, false;
+  }
+  for (const PortPlan& p : np.ports)
+    if (!netlink::disable_offloads(nodes_[x].inet.get(), p.ifname, why)) return why = np.node + ": " + why, false;
+  return true;
 }
 
 // The agent: logged as the socket it will make and a process, then handed its

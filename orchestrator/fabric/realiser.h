@@ -54,7 +54,12 @@ class Fabric {
     sys::Fd inet;  // for the ethtool ioctl
   };
   Fabric(std::string instance, KernelPlan plan) : instance_(std::move(instance)), plan_(std::move(plan)) {}
+  struct Steps;
   bool build(const UpOptions& o, std::string& why);
+  bool load_programs(std::string& why);
+  bool make_namespaces(Steps& st);
+  bool make_veths(Steps& st);
+  bool configure_node(size_t x, std::string& why);
   bool start_agent(const UpOptions& o, std::string& why);
 
   std::string instance_;

@@ -265,34 +265,51 @@ class Loader {
     }
   }
 
+  // A list of nodes ({name: leaf1, rate: 100G}) or, as containerlab writes them, a map from
+  // name to settings (leaf1: {rate: 100G}).
   void read_nodes(const Value& v, RawScenario& raw) {
-    auto items = r_.list(v);
-    if (!items) return;
-    for (const auto& item : *items) {
-      auto m = r_.map(item);
-      if (!m) continue;
-      RawNode n;
-      n.pos = item.pos;
-      if (auto nv = m->require("name"))
-        if (auto s = node_name(*nv)) n.name = *s;
-      if (auto kv = m->take("kind"))
-        if (auto k = r_.choice(*kv, {"switch", "host"})) n.kind = *k == "host" ? NodeKind::kHost : NodeKind::kSwitch;
-      if (auto rv = m->take("role"))
-        n.role = r_.choice(*rv, {"spine", "leaf", "rail", "core", "agg", "edge", "switch", "host"});
-      read_port_keys(*m, n.port);
-      if (auto lv = m->take("loopback")) {
-        n.loopback_pos = lv->pos;
-        if (auto t = r_.string(*lv)) {
-          auto p = parse_prefix(*t, true);
-          if (!p || p->len != 32)
-            r_.error(ErrorKind::kBadAddress, *lv, lv->path + ": " + shown(*t) + " is not an IPv4 /32 address");
-          else
-            n.loopback = p;
-        }
+    if (v.node.IsMap()) {
+      auto m = r_.map(v);
+      if (!m) return;
+      for (auto& [key, body] : m->take_all()) {
+        const Value name{YAML::Node(key), body.pos, body.path};
+        read_node(body, &name, raw);
       }
       m->done();
-      raw.nodes.push_back(std::move(n));
+      return;
     }
+    auto items = r_.list(v);
+    if (!items) return;
+    for (const auto& item : *items) read_node(item, nullptr, raw);
+  }
+
+  void read_node(const Value& item, const Value* name, RawScenario& raw) {
+    auto m = r_.map(item);
+    if (!m) return;
+    RawNode n;
+    n.pos = item.pos;
+    if (name) {
+      if (auto s = node_name(*name)) n.name = *s;
+    } else if (auto nv = m->require("name")) {
+      if (auto s = node_name(*nv)) n.name = *s;
+    }
+    if (auto kv = m->take("kind"))
+      if (auto k = r_.choice(*kv, {"switch", "host"})) n.kind = *k == "host" ? NodeKind::kHost : NodeKind::kSwitch;
+    if (auto rv = m->take("role"))
+      n.role = r_.choice(*rv, {"spine", "leaf", "rail", "core", "agg", "edge", "switch", "host"});
+    read_port_keys(*m, n.port);
+    if (auto lv = m->take("loopback")) {
+      n.loopback_pos = lv->pos;
+      if (auto t = r_.string(*lv)) {
+        auto p = parse_prefix(*t, true);
+        if (!p || p->len != 32)
+          r_.error(ErrorKind::kBadAddress, *lv, lv->path + ": " + shown(*t) + " is not an IPv4 /32 address");
+        else
+          n.loopback = p;
+      }
+    }
+    m->done();
+    raw.nodes.push_back(std::move(n));
   }
 
   std::optional<RawEnd> endpoint(const Value& v) {

@@ -76,7 +76,7 @@ Capabilities detect_capabilities() {
   }
   const sys::KernelInfo k = sys::kernel_info();
   bool rxe = sys::kernel_has_module("rdma_rxe");
-  add("rxe", rxe, false, rxe ? "the rdma_rxe module is available" : "this kernel has no rdma_rxe module (soft-RoCE runs in the VM image)");
+  add("rxe", rxe, false, rxe ? "the rdma_rxe module is available" : "this kernel has no rdma_rxe module (real soft-RoCE needs a kernel that has it)");
   // rxe binds its UDP socket and routes in init_net before Linux 7.1 (DESIGN.md §4).
   bool in_netns = rxe && k.at_least(7, 1);
   add("rxe_in_netns", in_netns, false,
