@@ -226,6 +226,7 @@ int cmd_up(const po::variables_map& vm, const Globals& g) {
   if (g.json) {
     std::cout << ordered_json{{"instance", s->name}, {"namespaces", f.plan().nodes.size()},
                               {"links", f.plan().veths.size()}, {"routes", routes}, {"seconds", f.up_seconds()},
+                              {"agent_start_seconds", f.agent_seconds()},
                               {"state_file", fabric::state_path(s->name)}}
                      .dump(2)
               << "\n";
@@ -266,7 +267,7 @@ int cmd_down(const po::variables_map& vm, const Globals& g) {
   }
   if (g.json)
     std::cout << ordered_json{{"instance", *name}, {"was_up", rep->found}, {"namespaces_removed", rep->namespaces},
-                              {"seconds", rep->seconds}}
+                              {"seconds", rep->seconds}, {"agent_stop_seconds", rep->agent_seconds}}
                      .dump(2)
               << "\n";
   else if (!rep->found)

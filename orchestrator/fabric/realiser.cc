@@ -98,12 +98,15 @@ bool owned_name(const std::string& ns, const std::string& prefix) {
 // Removes every namespace the log names, newest first. Everything else the testbed made
 // (veth pairs, addresses, routes, neighbours, sysctls) lives inside those namespaces and
 // goes with them, so the log names the namespaces and pairs but only namespaces need undoing.
-bool replay(const LogEntries& e, const std::string& instance, size_t& removed, std::string& why) {
+bool replay(const LogEntries& e, const std::string& instance, DownReport& rep, std::string& why) {
   const std::string prefix = prefix_of(instance);
+  size_t& removed = rep.namespaces;
   bool ok = true;
   // Processes first (they act on the namespaces), each only if it is still the one started.
+  const auto t0 = Clock::now();
   for (const auto& [pid, start] : e.procs)
     if (!sys::stop_process(pid, start, 1000, why)) ok = false;
+  rep.agent_seconds = since(t0);
   for (auto it = e.netns.rbegin(); it != e.netns.rend(); ++it) {
     if (!owned_name(it->first, prefix)) {
       why = "state file names '" + it->first + "', not a namespace of instance " + instance + ": left alone";
@@ -337,6 +340,7 @@ bool Fabric::start_agent(const UpOptions& o, std::string& why) {
   if (!sp) return false;
   sys::Fd hs(sp->handshake_fd);
   if (!log_->append({"proc " + std::to_string(sp->pid) + " " + std::to_string(sp->starttime)}, why)) return false;
+  const auto t0 = Clock::now();
   const std::string text = to_json(cfg).dump();
   if (!sys::write_all(hs.get(), text, why) || shutdown(hs.get(), SHUT_WR) != 0) return why = "start the agent: " + why, false;
   // Ready once it has opened the maps, attached its watcher and listens: traffic sent
@@ -356,6 +360,7 @@ bool Fabric::start_agent(const UpOptions& o, std::string& why) {
   if (!j.is_object() || !j.value("ok", false))
     return why = "the PFC agent: " + (j.is_object() ? j.value("error", std::string("failed")) : reply), false;
   agent_socket_ = cfg.socket_path;
+  agent_seconds_ = since(t0);
   return true;
 }
 
@@ -365,8 +370,8 @@ bool Fabric::down(std::string& why) {
   nodes_.clear();  // our sockets hold the namespaces too
   if (!log_) return true;
   LogEntries e = parse_log(log_->lines());
-  size_t removed = 0;
-  if (!replay(e, instance_, removed, why)) return false;
+  DownReport rep;
+  if (!replay(e, instance_, rep, why)) return false;
   if (!log_->remove(why)) return false;
   log_.reset();
   return true;
@@ -390,7 +395,7 @@ std::optional<DownReport> down_instance(const std::string& instance, std::string
   if (log->removed()) return rep;  // another `down` finished while we waited
   rep.found = true;
   LogEntries e = parse_log(log->lines());
-  if (!replay(e, instance, rep.namespaces, why) || !log->remove(why)) return std::nullopt;
+  if (!replay(e, instance, rep, why) || !log->remove(why)) return std::nullopt;
   rep.seconds = since(t0);
   return rep;
 }

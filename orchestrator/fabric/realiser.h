@@ -43,6 +43,7 @@ class Fabric {
   int netns_fd(size_t node) const { return nodes_[node].netns.get(); }
   const std::string& instance() const { return instance_; }
   double up_seconds() const { return up_seconds_; }
+  double agent_seconds() const { return agent_seconds_; }  // the agent's start: handshake to ready
   const std::vector<std::string>& notes() const { return notes_; }
   const std::string& agent_socket() const { return agent_socket_; }
   const bpf::PortPrograms& programs() const { return *progs_; }
@@ -69,13 +70,14 @@ class Fabric {
   std::vector<NodeHandles> nodes_;
   std::vector<std::string> notes_;
   std::string agent_socket_;  // empty: no agent (no PFC priority)
-  double up_seconds_ = 0;
+  double up_seconds_ = 0, agent_seconds_ = 0;
 };
 
 struct DownReport {
   bool found = false;  // a state file existed
   size_t namespaces = 0;
   double seconds = 0;
+  double agent_seconds = 0;  // stopping the recorded processes (the agent), included in seconds
 };
 // Tears an instance down exactly as its state file recorded it. Idempotent: an instance
 // that is not up is not an error (found = false).
