@@ -724,13 +724,13 @@ void metrics_help(std::ostream& out) {
 // `rocelab help kinds`: what a scenario may name by `type:` in this build.
 void kinds_help(std::ostream& out) {
   out << "workloads (workloads: - {type: ...}):\n";
-  for (const auto& k : workload::kinds()) out << fmt::format("  {:<12} {}\n", k.type, k.summary);
+  for (const auto& k : workload::kinds().all()) out << fmt::format("  {:<12} {}\n", k.type, k.summary);
   out << "faults (faults: - {type: ...}):\n";
-  for (const auto& k : fault::kinds()) out << fmt::format("  {:<12} {}\n", k.type, k.summary);
+  for (const auto& k : fault::kinds().all()) out << fmt::format("  {:<12} {}\n", k.type, k.summary);
   out << "RDMA backends (hosts: {engine: ...}):\n";
-  for (const auto& b : workload::backends()) out << fmt::format("  {:<12} {}\n", b.name, b.summary);
+  for (const auto& b : workload::backends().all()) out << fmt::format("  {:<12} {}\n", b.type, b.summary);
   out << "telemetry sinks (every run):\n";
-  for (const auto& t : telemetry::sinks()) out << fmt::format("  {:<14} {}\n", t.type, t.summary);
+  for (const auto& t : telemetry::sinks().all()) out << fmt::format("  {:<14} {}\n", t.type, t.summary);
 }
 
 void general_help(std::ostream& out) {

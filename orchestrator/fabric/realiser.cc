@@ -105,7 +105,7 @@ bool replay(const LogEntries& e, const std::string& instance, DownReport& rep, s
   // Processes first (they act on the namespaces), each only if it is still the one started.
   const auto t0 = Clock::now();
   for (const auto& [pid, start] : e.procs)
-    if (!sys::stop_process(pid, start, 1000, why)) ok = false;
+    if (!sys::stop_process(pid, start, 1000, why, {"agent", "--instance", instance})) ok = false;
   rep.agent_seconds = since(t0);
   for (auto it = e.netns.rbegin(); it != e.netns.rend(); ++it) {
     if (!owned_name(it->first, prefix)) {

@@ -2,25 +2,12 @@
 
 namespace rocelab::fault {
 
-const std::vector<Kind>& kinds() {
+const Registry<Kind>& kinds() {
   // One line per kind.
-  static const std::vector<Kind> k = {
+  static const Registry<Kind> k({
       loss_kind(),
-  };
+  });
   return k;
-}
-
-const Kind* find(std::string_view type) {
-  for (const Kind& k : kinds())
-    if (k.type == type) return &k;
-  return nullptr;
-}
-
-std::string built_list() {
-  std::string out;
-  const auto& k = kinds();
-  for (size_t i = 0; i < k.size(); ++i) out += (i == 0 ? "" : i + 1 == k.size() ? " and " : ", ") + k[i].type;
-  return out;
 }
 
 }  // namespace rocelab::fault

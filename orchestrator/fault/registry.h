@@ -12,6 +12,7 @@
 
 #include "fabric/testbed.h"
 #include "model/scenario.h"
+#include "sys/registry.h"
 
 namespace rocelab::fault {
 
@@ -36,9 +37,7 @@ struct Kind {
 inline const std::vector<std::string> kCommonKeys = {"type", "target", "at", "duration"};
 
 // Every built kind, in registration order.
-const std::vector<Kind>& kinds();
-const Kind* find(std::string_view type);
-std::string built_list();  // "loss" or "a, b and c"
+const Registry<Kind>& kinds();
 
 // The kinds' own definitions (one file each).
 Kind loss_kind();

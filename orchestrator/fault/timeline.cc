@@ -35,10 +35,10 @@ size_t Timeline::apply_due(sys::Nanos now) {
   for (; next_ < events_.size() && t0_ + events_[next_].at <= now; ++next_, ++applied) {
     const Event& e = events_[next_];
     if (e.begin) {
-      const Kind* k = find(s_.faults[e.fault].type);
+      const Kind* k = kinds().find(s_.faults[e.fault].type);
       Result<fabric::Change> c = k ? k->start(t_, {s_.faults[e.fault], e.fault, s_.seed})
                                    : Result<fabric::Change>(error(Errc::kBadInput, "fault type '" + s_.faults[e.fault].type +
-                                                                                   "' is not built (built: " + built_list() + ")"));
+                                                                                   "' is not built (built: " + kinds().list() + ")"));
       if (c) {
         active_[e.fault] = std::move(*c);
         started_order_.push_back(e.fault);

@@ -48,11 +48,10 @@ void check_keys(const model::KeysSet& keys, model::Position pos, const std::stri
 }
 
 void check_workload_kinds(const model::Scenario& s, model::Diagnostics& d) {
-  std::vector<std::string> built;
-  for (const auto& k : workload::kinds()) built.push_back(k.type);
+  const std::vector<std::string> built = workload::kinds().types();
   for (const auto& w : s.workloads) {
     const std::string what = "workloads." + w.name;
-    const workload::Kind* k = workload::find(w.type);
+    const workload::Kind* k = workload::kinds().find(w.type);
     if (!k) {
       d.add(ErrorKind::kUnknownKind, w.type_pos, what + ".type: '" + w.type + "' is not a workload this rocelab has" +
                                                      did_you_mean(w.type, built) + " (built: " + joined(built) + ")");
@@ -65,12 +64,11 @@ void check_workload_kinds(const model::Scenario& s, model::Diagnostics& d) {
 }
 
 void check_fault_kinds(const model::Scenario& s, model::Diagnostics& d) {
-  std::vector<std::string> built;
-  for (const auto& k : fault::kinds()) built.push_back(k.type);
+  const std::vector<std::string> built = fault::kinds().types();
   for (size_t i = 0; i < s.faults.size(); ++i) {
     const auto& f = s.faults[i];
     const std::string what = "faults[" + std::to_string(i) + "]";
-    const fault::Kind* k = fault::find(f.type);
+    const fault::Kind* k = fault::kinds().find(f.type);
     if (!k) {
       d.add(ErrorKind::kUnknownKind, f.type_pos, what + ".type: fault type '" + f.type + "' is not built in this rocelab" +
                                                      did_you_mean(f.type, built) + " (built: " + joined(built) + ")");
@@ -130,9 +128,8 @@ model::LoadResult checked(model::LoadResult r) {
 }  // namespace
 
 void check_kinds(const model::Scenario& s, model::Diagnostics& d) {
-  if (!workload::find_backend(s.hosts.engine)) {
-    std::vector<std::string> built;
-    for (const auto& b : workload::backends()) built.push_back(b.name);
+  if (!workload::backends().find(s.hosts.engine)) {
+    const std::vector<std::string> built = workload::backends().types();
     d.add(ErrorKind::kUnknownKind, s.hosts.engine_pos,
           "hosts.engine: '" + s.hosts.engine + "' is not built in this rocelab" + did_you_mean(s.hosts.engine, built) +
               " (built: " + joined(built) + ")");

@@ -235,7 +235,7 @@ Status traffic_phase(RunContext& c) {
 }
 
 Status collect_phase(RunContext& c) {
-  for (const auto& sink : telemetry::sinks()) {
+  for (const auto& sink : telemetry::sinks().all()) {
     ordered_json record = ordered_json::object();
     telemetry::Collect col{c.s, c.plan(), *c.testbed, c.metrics, c.notes, c.invalid, record};
     if (auto st = sink.collect(col); !st) return st;

@@ -1,5 +1,7 @@
 #include "run/workloads.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -157,90 +159,92 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalys
           {"fairness", fair}};
 }
 
-std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalysis& a, const model::TimeScale& scale) {
-  const double d = scale.factor();
-  std::string out;
-  char line[512];
-  for (size_t wi = 0; wi < r.workloads.size(); ++wi) {
-    const auto& w = r.workloads[wi];
-    if (w.type == "allreduce" || w.type == "alltoall") {
-      std::snprintf(line, sizeof line,
-                    "%s (%s, %zu ranks)\n#       size    count   type   redop    time   algbw   busbw\n"
-                    "#        (B) (elements)                 (us)  (GB/s)  (GB/s)\n"
-                    "%12llu %10llu  uint8    %s %9.1f %7.2f %7.2f\n",
-                    w.name.c_str(), w.type.c_str(), w.hosts, (unsigned long long)w.message,
-                    (unsigned long long)w.message, w.type == "allreduce" ? " sum" : "none", w.iteration_s / d * 1e6,
-                    w.algbw_bps * d / 8e9, w.busbw_bps * d / 8e9);
-      out += line;
-      if (w.busbw_bound_bps > 0) {
-        char factor[64] = "";
-        if (std::abs(w.busbw_bound_factor - 1) > 1e-9)
-          std::snprintf(factor, sizeof factor, " x %.3g, several GPUs a host", w.busbw_bound_factor);
-        std::snprintf(line, sizeof line, "# busbw bound %.2f GB/s (slowest edge x payload efficiency%s): %.1f %%\n",
-                      w.busbw_bound_bps * d / 8e9, factor, w.busbw_bps / w.busbw_bound_bps * 100);
-        out += line;
-      }
-    } else if (w.type == "latency") {
-      std::snprintf(line, sizeof line,
-                    "%s (latency, one way)\n #bytes  #iterations  t_typical[usec]  t_99%%[usec]  t_avg[usec]\n"
-                    " %-7llu %-12d %-16.3f %-12.3f %.3f\n"
-                    " (emulated: %.1f / %.1f / %.1f usec; the emulation's software floor, tens of usec, is\n"
-                    "  not scaled by D, so physical latency below that floor / D means nothing)\n",
-                    w.name.c_str(), (unsigned long long)w.message, w.iterations, w.latency_p50_s / d * 1e6,
-                    w.latency_p99_s / d * 1e6, w.latency_avg_s / d * 1e6, w.latency_p50_s * 1e6,
-                    w.latency_p99_s * 1e6, w.latency_avg_s * 1e6);
-      out += line;
-    } else {
-      std::snprintf(line, sizeof line,
-                    "%s (%s): %s total, job %.3f ms, busiest receiver %.1f %% busy (%.1f %% while all send)\n",
-                    w.name.c_str(), w.type.c_str(), model::human_rate(w.goodput_bps * d).c_str(), w.jct_s / d * 1e3,
-                    w.rx_utilization * 100, a.bottleneck[wi] * 100);
-      out += line;
-    }
+namespace {
+
+// nccl-tests' table for a collective, and its bound.
+std::string collective_rows(const workload::WorkloadResult& w, double d) {
+  std::string out = fmt::format(
+      "{} ({}, {} ranks)\n#       size    count   type   redop    time   algbw   busbw\n"
+      "#        (B) (elements)                 (us)  (GB/s)  (GB/s)\n"
+      "{:>12} {:>10}  uint8    {} {:>9.1f} {:>7.2f} {:>7.2f}\n",
+      w.name, w.type, w.hosts, w.message, w.message, w.type == "allreduce" ? " sum" : "none", w.iteration_s / d * 1e6,
+      w.algbw_bps * d / 8e9, w.busbw_bps * d / 8e9);
+  if (w.busbw_bound_bps > 0) {
+    const std::string factor = std::abs(w.busbw_bound_factor - 1) > 1e-9
+                                   ? fmt::format(" x {:.3g}, several GPUs a host", w.busbw_bound_factor)
+                                   : "";
+    out += fmt::format("# busbw bound {:.2f} GB/s (slowest edge x payload efficiency{}): {:.1f} %\n",
+                       w.busbw_bound_bps * d / 8e9, factor, w.busbw_bps / w.busbw_bound_bps * 100);
   }
-  // CNPs: received by the sender (its cuts' cause) / sent by the responder for this flow.
-  out += " flow                          goodput       FCT      slowdown  retrans  CNP rx/tx  digest\n";
+  return out;
+}
+
+// perftest's latency table.
+std::string latency_rows(const workload::WorkloadResult& w, double d) {
+  return fmt::format(
+      "{} (latency, one way)\n #bytes  #iterations  t_typical[usec]  t_99%[usec]  t_avg[usec]\n"
+      " {:<7} {:<12} {:<16.3f} {:<12.3f} {:.3f}\n"
+      " (emulated: {:.1f} / {:.1f} / {:.1f} usec; the emulation's software floor, tens of usec, is\n"
+      "  not scaled by D, so physical latency below that floor / D means nothing)\n",
+      w.name, w.message, w.iterations, w.latency_p50_s / d * 1e6, w.latency_p99_s / d * 1e6, w.latency_avg_s / d * 1e6,
+      w.latency_p50_s * 1e6, w.latency_p99_s * 1e6, w.latency_avg_s * 1e6);
+}
+
+// One row per flow (the first 40). CNPs: received by the sender (its cuts' cause) / sent by
+// the responder for this flow.
+std::string flow_rows(const workload::WorkloadRun& r, double d) {
+  std::string out = " flow                          goodput       FCT      slowdown  retrans  CNP rx/tx  digest\n";
   size_t shown = 0;
   for (const auto& f : r.flows) {
-    if (++shown > 40) {
-      out += " ... (" + std::to_string(r.flows.size() - 40) + " more in results.json)\n";
-      break;
-    }
-    const std::string name = f.workload + " " + f.from + ">" + f.to;
-    std::snprintf(line, sizeof line, " %-28s %12s %9.3f ms %7.2f %8llu %5llu/%-4llu  %s\n", name.substr(0, 28).c_str(),
-                  model::human_rate(f.goodput_bps * d).c_str(), f.fct_s / d * 1e3, f.slowdown,
-                  (unsigned long long)f.retransmitted, (unsigned long long)f.cnp_received,
-                  (unsigned long long)f.cnp_sent, f.digest_ok ? "ok" : "BAD");
-    out += line;
+    if (++shown > 40) return out + fmt::format(" ... ({} more in results.json)\n", r.flows.size() - 40);
+    const std::string name = (f.workload + " " + f.from + ">" + f.to).substr(0, 28);
+    out += fmt::format(" {:<28} {:>12} {:>9.3f} ms {:>7.2f} {:>8} {:>5}/{:<4}  {}\n", name,
+                       model::human_rate(f.goodput_bps * d), f.fct_s / d * 1e3, f.slowdown, f.retransmitted,
+                       f.cnp_received, f.cnp_sent, f.digest_ok ? "ok" : "BAD");
   }
-  // One line per shared receiver: the 1 ms and 2 ms windows, the ones scenarios assert on.
-  std::map<std::string, std::string> fair_lines;
+  return out;
+}
+
+// One line per shared receiver: the 1 ms and 2 ms windows, the ones scenarios assert on.
+std::string fairness_rows(const WorkloadAnalysis& a, double d) {
+  std::map<std::string, std::string> lines;
   for (const auto& w : a.fairness) {
     const std::string_view label = w.window;
     if (label != "1ms" && label != "2ms") continue;
     for (const auto& g : w.groups) {
-      std::string& text = fair_lines[g.to];
-      if (text.empty()) {
-        std::snprintf(line, sizeof line, "fairness into %s: %zu flows over %.2f ms, fair share %s (±%.0f %%):",
-                      g.to.c_str(), g.flows.size(), g.overlap_s / d * 1e3,
-                      model::human_rate(g.fair_share_bps * d).c_str(), workload::kFairTolerance * 100);
-        text = line;
-      }
+      std::string& text = lines[g.to];
+      if (text.empty())
+        text = fmt::format("fairness into {}: {} flows over {:.2f} ms, fair share {} (±{:.0f} %):", g.to, g.flows.size(),
+                           g.overlap_s / d * 1e3, model::human_rate(g.fair_share_bps * d), workload::kFairTolerance * 100);
       std::string shares;
-      for (double x : g.share_ratio) shares += (shares.empty() ? "" : "/") + std::to_string(x).substr(0, 4);
-      const std::string when = std::isfinite(g.converge_s)
-                                   ? "within after " + std::to_string(g.converge_s / d * 1e3).substr(0, 5) + " ms"
-                                   : "NOT within by the end";
-      text += std::string(text.back() == ':' ? " " : "; ") + "every " + std::string(label) + " window " + when +
-              ", mean share " + shares;
+      for (double x : g.share_ratio) shares += fmt::format("{}{:.2f}", shares.empty() ? "" : "/", x);
+      const std::string when = std::isfinite(g.converge_s) ? fmt::format("within after {:.2f} ms", g.converge_s / d * 1e3)
+                                                           : "NOT within by the end";
+      text += fmt::format("{}every {} window {}, mean share {}", text.back() == ':' ? " " : "; ", label, when, shares);
     }
   }
-  for (const auto& [to, text] : fair_lines) out += text + "\n";
-  std::snprintf(line, sizeof line,
-                "engine: %llu retransmitted, %llu CNPs sent, %llu received, %llu bad ICRC; figures physical (D = %g)\n",
-                (unsigned long long)r.retransmitted, (unsigned long long)r.cnp_sent,
-                (unsigned long long)r.cnp_received, (unsigned long long)r.bad_icrc, d);
-  out += line;
+  std::string out;
+  for (const auto& [to, text] : lines) out += text + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalysis& a, const model::TimeScale& scale) {
+  const double d = scale.factor();
+  std::string out;
+  for (size_t wi = 0; wi < r.workloads.size(); ++wi) {
+    const auto& w = r.workloads[wi];
+    if (w.type == "allreduce" || w.type == "alltoall") out += collective_rows(w, d);
+    else if (w.type == "latency") out += latency_rows(w, d);
+    else
+      out += fmt::format("{} ({}): {} total, job {:.3f} ms, busiest receiver {:.1f} % busy ({:.1f} % while all send)\n",
+                         w.name, w.type, model::human_rate(w.goodput_bps * d), w.jct_s / d * 1e3,
+                         w.rx_utilization * 100, a.bottleneck[wi] * 100);
+  }
+  out += flow_rows(r, d) + fairness_rows(a, d);
+  out += fmt::format("engine: {} retransmitted, {} CNPs sent, {} received, {} bad ICRC; figures physical (D = {:g})\n",
+                     r.retransmitted, r.cnp_sent, r.cnp_received, r.bad_icrc, d);
   return out;
 }
 

@@ -94,7 +94,14 @@ bool write_all(int fd, std::string_view data, std::string& why) {
   return true;
 }
 
-bool stop_process(int pid, uint64_t starttime, int grace_ms, std::string& why) {
+std::vector<std::string> process_args(int pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::vector<std::string> out;
+  for (std::string a; std::getline(f, a, '\0');) out.push_back(a);
+  return out;
+}
+
+bool stop_process(int pid, uint64_t starttime, int grace_ms, std::string& why, const std::vector<std::string>& args) {
   if (pid <= 1) return true;
   int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   if (pidfd < 0) return errno == ESRCH;  // gone
@@ -103,6 +110,13 @@ bool stop_process(int pid, uint64_t starttime, int grace_ms, std::string& why) {
   if (!st || *st != starttime) {
     close(pidfd);
     return true;  // not ours any more (our process ended long ago)
+  }
+  if (!args.empty()) {
+    const auto have = process_args(pid);
+    if (std::search(have.begin(), have.end(), args.begin(), args.end()) == have.end()) {
+      close(pidfd);
+      return true;  // not the process the record says: left alone
+    }
   }
   // The pidfd turns readable once the process has exited (a zombie counts: only its
   // reaping is left, ours when it is our child).

@@ -33,6 +33,12 @@ bool write_all(int fd, std::string_view data, std::string& why);
 // SIGTERM, then SIGKILL after `grace_ms`, to PID if and only if it still has `starttime`,
 // waiting on its pidfd until it has exited (a killed process may still take a while to
 // close its files). True when the process is gone (or was never there).
-bool stop_process(int pid, uint64_t starttime, int grace_ms, std::string& why);
+// With `args`, the process is ours only if its command line holds them in order (a state
+// file's PID and start time alone could be forged): otherwise it is left alone.
+bool stop_process(int pid, uint64_t starttime, int grace_ms, std::string& why,
+                  const std::vector<std::string>& args = {});
+
+// The command line of a process, one entry per argument (empty when it is gone).
+std::vector<std::string> process_args(int pid);
 
 }  // namespace rocelab::sys

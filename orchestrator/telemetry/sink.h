@@ -14,6 +14,7 @@
 #include "fabric/testbed.h"
 #include "model/expect.h"
 #include "model/scenario.h"
+#include "sys/registry.h"
 
 namespace rocelab::telemetry {
 
@@ -33,8 +34,7 @@ struct Sink {
   std::function<Status(Collect&)> collect;
 };
 
-const std::vector<Sink>& sinks();
-const Sink* find(std::string_view type);
+const Registry<Sink>& sinks();
 
 Sink port_counters_sink();
 Sink agent_sink();

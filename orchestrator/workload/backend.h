@@ -16,6 +16,7 @@
 #include "model/scenario.h"
 #include "sys/clock.h"
 #include "sys/error.h"
+#include "sys/registry.h"
 
 namespace rocelab::workload {
 
@@ -64,15 +65,13 @@ class Backend {
 };
 
 struct BackendKind {
-  std::string name;
+  std::string type;  // hosts.engine
   std::string summary;
   // DCQCN and the rest from the scenario's `hosts:`.
   std::function<Result<std::unique_ptr<Backend>>(const model::Scenario& s, std::string_view dcqcn)> make;
 };
 
-const std::vector<BackendKind>& backends();
-const BackendKind* find_backend(std::string_view name);
-std::string built_backends();
+const Registry<BackendKind>& backends();
 
 BackendKind builtin_backend();
 

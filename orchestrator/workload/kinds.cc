@@ -5,24 +5,12 @@
 
 namespace rocelab::workload {
 
-const std::vector<Kind>& kinds() {
+const Registry<Kind>& kinds() {
   // One line per kind.
-  static const std::vector<Kind> k = {
+  static const Registry<Kind> k({
       write_bw_kind(), latency_kind(), incast_kind(), permutation_kind(), alltoall_kind(), allreduce_kind(),
-  };
+  });
   return k;
-}
-
-const Kind* find(std::string_view type) {
-  for (const Kind& k : kinds())
-    if (k.type == type) return &k;
-  return nullptr;
-}
-
-std::string built_list() {
-  std::string out;
-  for (const Kind& k : kinds()) out += (out.empty() ? "" : ", ") + k.type;
-  return out;
 }
 
 namespace {
@@ -77,8 +65,8 @@ Result<std::vector<JobSpec>> plan_jobs(const model::Scenario& s, const Ranks& ra
   std::mt19937_64 rng(s.seed ^ 0x776f726bull);
   std::vector<JobSpec> jobs;
   for (const auto& w : s.workloads) {
-    const Kind* k = find(w.type);
-    if (!k) return error(Errc::kBadInput, "workload type '" + w.type + "' is not built (built: " + built_list() + ")");
+    const Kind* k = kinds().find(w.type);
+    if (!k) return error(Errc::kBadInput, "workload type '" + w.type + "' is not built (built: " + kinds().list() + ")");
     auto j = k->plan(w, ranks, rng);
     if (!j) return error(j.error().code == make_error_code(Errc::kBadInput) ? Errc::kBadInput : Errc::kEnvironment,
                          "workload " + w.name + ": " + j.error().what);

@@ -13,6 +13,7 @@
 #include "fabric/kernel_plan.h"
 #include "model/scenario.h"
 #include "sys/error.h"
+#include "sys/registry.h"
 
 namespace rocelab::workload {
 
@@ -81,9 +82,7 @@ struct Kind {
 // Keys every workload takes.
 inline const std::vector<std::string> kCommonKeys = {"name", "type", "message", "qps", "dscp", "iterations", "start"};
 
-const std::vector<Kind>& kinds();
-const Kind* find(std::string_view type);
-std::string built_list();
+const Registry<Kind>& kinds();
 
 // The jobs of a scenario's workloads, in order, with the rng every run uses (the same
 // seed gives the same permutation in `validate` and in `run`).

@@ -175,8 +175,8 @@ Result<PerfResult> run_perf(const model::Scenario& s, const fabric::KernelPlan& 
   if (o.size == 0 || o.qps < 1 || o.qps > 1024 || o.tx_depth == 0 || (o.iterations == 0 && o.seconds <= 0))
     return error(Errc::kBadInput, "size, iterations (or seconds), qps (1..1024) and tx-depth must be positive");
   const std::string preset = o.dcqcn.empty() ? s.hosts.dcqcn : o.dcqcn;
-  const BackendKind* kind = find_backend(s.hosts.engine);
-  if (!kind) return error(Errc::kBadInput, "hosts.engine '" + s.hosts.engine + "' is not built (built: " + built_backends() + ")");
+  const BackendKind* kind = backends().find(s.hosts.engine);
+  if (!kind) return error(Errc::kBadInput, "hosts.engine '" + s.hosts.engine + "' is not built (built: " + backends().list() + ")");
   auto backend = kind->make(s, preset);
   if (!backend) return backend.error();
   PerfRun p{s, o, **backend, {}};

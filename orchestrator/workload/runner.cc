@@ -471,8 +471,8 @@ Result<WorkloadRun> run_workloads(const model::Scenario& s, const fabric::Kernel
   const Ranks ranks(plan);
   auto jobs = plan_jobs(s, ranks);
   if (!jobs) return jobs.error();
-  const BackendKind* kind = find_backend(s.hosts.engine);
-  if (!kind) return error(Errc::kBadInput, "hosts.engine '" + s.hosts.engine + "' is not built (built: " + built_backends() + ")");
+  const BackendKind* kind = backends().find(s.hosts.engine);
+  if (!kind) return error(Errc::kBadInput, "hosts.engine '" + s.hosts.engine + "' is not built (built: " + backends().list() + ")");
   auto backend = kind->make(s, s.hosts.dcqcn);
   if (!backend) return backend.error();
   Session session(s, ranks, t, **backend, o);

@@ -109,9 +109,9 @@ TEST(FaultTimeline, AFaultTheTestbedRefusesIsRecordedAsFailed) {
 }
 
 TEST(FaultKinds, TheRegistryNamesWhatIsBuilt) {
-  EXPECT_NE(fault::find("loss"), nullptr);
-  EXPECT_EQ(fault::find("link_down"), nullptr);
-  EXPECT_EQ(fault::built_list(), "loss");
+  EXPECT_NE(fault::kinds().find("loss"), nullptr);
+  EXPECT_EQ(fault::kinds().find("link_down"), nullptr);
+  EXPECT_EQ(fault::kinds().list(), "loss");
 }
 
 }  // namespace

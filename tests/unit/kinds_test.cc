@@ -92,10 +92,10 @@ TEST(WorkloadKinds, AlltoallSendsAShareToEveryOtherRankInLockStep) {
 }
 
 TEST(Kinds, EveryBuiltKindIsFoundByItsTypeString) {
-  for (const auto& k : workload::kinds()) EXPECT_EQ(workload::find(k.type), &k);
-  EXPECT_EQ(workload::find("allreduse"), nullptr);
-  EXPECT_NE(workload::find_backend("builtin"), nullptr);
-  EXPECT_EQ(workload::find_backend("rxe"), nullptr) << "rxe is not built: it must not run the builtin engine";
+  for (const auto& k : workload::kinds().all()) EXPECT_EQ(workload::kinds().find(k.type), &k);
+  EXPECT_EQ(workload::kinds().find("allreduse"), nullptr);
+  EXPECT_NE(workload::backends().find("builtin"), nullptr);
+  EXPECT_EQ(workload::backends().find("rxe"), nullptr) << "rxe is not built: it must not run the builtin engine";
 }
 
 TEST(Kinds, ABackendOrSectionNotBuiltIsAnErrorThatListsWhatIs) {
