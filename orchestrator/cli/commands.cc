@@ -182,7 +182,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     std::cout << "assertions\n";
     for (const auto& a : rep.assertions) {
       std::string obs = a.eval.outcome == model::Evaluation::Outcome::kError ? a.eval.error : run::observed_text(a.eval);
-      std::printf("  %-5s %-40s %s\n", outcome_word(a.eval.outcome), a.expect->name.c_str(), obs.c_str());
+      fmt::print("  {:<5} {:<40} {}\n", outcome_word(a.eval.outcome), a.expect->name, obs);
     }
   }
   if (!rep.error.empty()) std::cerr << "rocelab run: " << rep.error << "\n";
@@ -197,8 +197,7 @@ int cmd_doctor(const po::variables_map&, const Globals& g) {
     std::cout << ordered_json{{"ok", caps.all_required()}, {"capabilities", caps.to_json()}}.dump(2) << "\n";
   } else {
     for (const auto& c : caps.items)
-      std::printf("  %-4s %-13s %s%s\n", c.ok ? "yes" : "no", c.name.c_str(), c.why.c_str(),
-                  c.required && !c.ok ? "  [required]" : "");
+      fmt::print("  {:<4} {:<13} {}{}\n", c.ok ? "yes" : "no", c.name, c.why, c.required && !c.ok ? "  [required]" : "");
     std::printf("%s\n", caps.all_required() ? "this machine can run rocelab fabrics"
                                             : "this machine lacks something rocelab fabrics need (see [required])");
   }
@@ -454,14 +453,13 @@ int cmd_status(const po::variables_map& vm, const Globals& g) {
                   st->agent_running ? "running" : "NOT running: PFC is not acted on ('rocelab down' and up again)");
     for (const auto& n : st->nodes) {
       if (!detail) break;
-      std::printf("  %-12s %s%s\n", n.node.c_str(), n.netns.c_str(), n.present ? "" : "  (missing)");
-      if (!n.error.empty()) std::printf("    error: %s\n", n.error.c_str());
+      fmt::print("  {:<12} {}{}\n", n.node, n.netns, n.present ? "" : "  (missing)");
+      if (!n.error.empty()) fmt::print("    error: {}\n", n.error);
       for (const auto& i : n.interfaces) {
         std::string addrs;
         for (const auto& a : i.addresses) addrs += (addrs.empty() ? "" : ",") + a;
-        std::printf("    %-10s %-5s mtu %-5u %-17s %-20s -> %-16s rx %llu tx %llu pkts\n", i.name.c_str(),
-                    i.state.c_str(), i.mtu, i.mac.c_str(), addrs.c_str(), i.peer.empty() ? "-" : i.peer.c_str(),
-                    static_cast<unsigned long long>(i.rx_packets), static_cast<unsigned long long>(i.tx_packets));
+        fmt::print("    {:<10} {:<5} mtu {:<5} {:<17} {:<20} -> {:<16} rx {} tx {} pkts\n", i.name, i.state, i.mtu, i.mac,
+                   addrs, i.peer.empty() ? "-" : i.peer, i.rx_packets, i.tx_packets);
       }
     }
   }
@@ -551,20 +549,17 @@ int cmd_perf(const po::variables_map& vm, const Globals& g) {
               << "\n";
   } else {
     const char* rule = "---------------------------------------------------------------------------------------\n";
-    std::printf("%s                    %s BW Test (rocelab built-in RoCEv2 engine)\n", rule, r->verb.c_str());
-    std::printf(" %s -> %s\n Number of qps   : %d\t\tTransport type : RoCEv2 (UDP 4791)\n", r->from.c_str(),
-                r->to.c_str(), r->qps);
-    std::printf(" Connection type : RC\t\tMtu            : %u[B]\n CC              : DCQCN %s\tScale D        : %g\n%s",
-                r->mtu, r->dcqcn.c_str(), r->scale, rule);
-    std::printf(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n");
-    std::printf(" %-10u %-14llu %-18.6f %-20.6f %.6f\n", r->size, (unsigned long long)r->messages, r->peak_bps / 1e9,
-                r->avg_bps / 1e9, r->seconds > 0 ? double(r->messages) / r->seconds / 1e6 : 0);
-    std::printf("%s", rule);
-    std::printf(" emulated figures; physical = x D: %.2f Gb/s average. retransmitted %.0f, CNPs %llu, "
-                "bad ICRC %llu, verified %llu B\n",
-                r->avg_bps * r->scale / 1e9, retrans, (unsigned long long)r->to_stats.cnp_sent,
-                (unsigned long long)(r->from_stats.bad_icrc + r->to_stats.bad_icrc),
-                (unsigned long long)r->verified_bytes);
+    fmt::print("{}                    {} BW Test (rocelab, backend {})\n", rule, r->verb, s->hosts.engine);
+    fmt::print(" {} -> {}\n Number of qps   : {}\t\tTransport type : RoCEv2 (UDP 4791)\n", r->from, r->to, r->qps);
+    fmt::print(" Connection type : RC\t\tMtu            : {}[B]\n CC              : DCQCN {}\tScale D        : {:g}\n{}",
+               r->mtu, r->dcqcn, r->scale, rule);
+    fmt::print(" #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n");
+    fmt::print(" {:<10} {:<14} {:<18.6f} {:<20.6f} {:.6f}\n{}", r->size, r->messages, r->peak_bps / 1e9,
+               r->avg_bps / 1e9, r->seconds > 0 ? double(r->messages) / r->seconds / 1e6 : 0, rule);
+    fmt::print(" emulated figures; physical = x D: {:.2f} Gb/s average. retransmitted {:.0f}, CNPs {}, bad ICRC {}, "
+               "verified {} B\n",
+               r->avg_bps * r->scale / 1e9, retrans, r->to_stats.cnp_sent, r->from_stats.bad_icrc + r->to_stats.bad_icrc,
+               r->verified_bytes);
   }
   return r->errors ? run::kExitInvalid : 0;
 }
