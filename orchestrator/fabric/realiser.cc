@@ -325,7 +325,7 @@ bool Fabric::configure_node(size_t x, std::string& why) {
       if (!progs_->attach(p.ifindex, why)) return why = np.node + ":" + p.ifname + ": " + why, false;
   }
   for (const PortPlan& p : np.ports)
-    if (!netlink::disable_offloads(nodes_[x].inet.get(), p.ifname, why)) return why = np.node + ": " + why, false;
+    if (!netlink::set_port_offloads(nodes_[x].inet.get(), p.ifname, why)) return why = np.node + ": " + why, false;
   return true;
 }
 

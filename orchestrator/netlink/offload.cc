@@ -10,20 +10,20 @@
 
 namespace rocelab::netlink {
 
-bool disable_offloads(int inet_sock, const std::string& ifname, std::string& why) {
-  struct Off {
-    uint32_t cmd;
+bool set_port_offloads(int inet_sock, const std::string& ifname, std::string& why) {
+  struct Setting {
+    uint32_t cmd, on;
     const char* name;
   };
-  // TSO and GSO build 64 KB super-packets on transmit, GRO merges them on receive.
-  static constexpr Off kOffloads[] = {{ETHTOOL_STSO, "tso"}, {ETHTOOL_SGSO, "gso"}, {ETHTOOL_SGRO, "gro"}};
-  for (const Off& o : kOffloads) {
-    ethtool_value v{o.cmd, 0};
+  // TSO and GSO build 64 KB super-packets on transmit; GRO is the veth's NAPI mode (header).
+  static constexpr Setting kOffloads[] = {{ETHTOOL_STSO, 0, "tso"}, {ETHTOOL_SGSO, 0, "gso"}, {ETHTOOL_SGRO, 1, "gro"}};
+  for (const Setting& o : kOffloads) {
+    ethtool_value v{o.cmd, o.on};
     ifreq ifr{};
     std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
     ifr.ifr_data = reinterpret_cast<char*>(&v);
     if (ioctl(inet_sock, SIOCETHTOOL, &ifr) != 0) {
-      why = ifname + ": turn " + o.name + " off: " + std::strerror(errno);
+      why = ifname + ": turn " + o.name + (o.on ? " on: " : " off: ") + std::strerror(errno);
       return false;
     }
   }
