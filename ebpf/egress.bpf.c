@@ -33,6 +33,38 @@ struct {
 	__type(value, struct rl_port_headroom);
 } port_headroom SEC(".maps");
 
+/* Sized by the loader: port slots x RL_NUM_PRIO; mmapable, so the agent reads PGs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, RL_NUM_PRIO);
+	__type(key, __u32);
+	__type(value, __s64);
+} pg_bytes SEC(".maps");
+
+/* Sized by the loader: port slots x PFC priorities (rl_config.pg_rows). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_pg_ring);
+} pg_ring SEC(".maps");
+
+/* What one sync took off a queue's runs: at most RL_PG_POPS runs (the rest next time). */
+#define RL_PG_POPS 16
+#define RL_NO_PG 0xffffffffu /* a run of packets no PG holds (made on this node) */
+struct rl_pg_pops {
+	__u32 n;
+	__u32 slot[RL_PG_POPS];
+	__u32 bytes[RL_PG_POPS];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_pg_pops);
+} pg_scratch SEC(".maps");
+
 /* Bytes queued in the HTB leaf class `classid` of the packet's device: the exact backlog
  * of the leaf qdisc, found through HTB's class hash (counting enqueues and dequeues drifts
  * on this kernel). 0 when the device's root qdisc is not HTB. */
@@ -123,7 +155,7 @@ static __always_inline int drop(struct rl_counters *cnt, int reason)
 static __always_inline int emit_pfc(struct __sk_buff *skb, const struct rl_config *cfg)
 {
 	__u32 prio = skb->mark & 7, slot = slot_of(skb->ifindex);
-	int kick = (skb->mark & 0x200) != 0;
+	int kick = (skb->mark & 0x200) != 0, refresh = (skb->mark & 0x400) != 0;
 	__u16 quanta = (skb->mark & 0x100) ? cfg->pfc_quanta : 0;
 	struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &slot);
 	struct rl_pfc_frame f = {.dst = RL_PFC_DST};
@@ -146,17 +178,28 @@ static __always_inline int emit_pfc(struct __sk_buff *skb, const struct rl_confi
 		__sync_fetch_and_add(&cnt->pfc_tx, 1);
 		if (!quanta)
 			__sync_fetch_and_add(&cnt->pfc_xon_tx, 1);
+		else if (refresh)
+			__sync_fetch_and_add(&cnt->pfc_refresh_tx, 1);
 	}
 	return TC_ACT_OK;
 }
 
-/* PFC generation, triggered by egress occupancy (DESIGN.md §2 allows it: ingress-port
- * accounting drifts on this kernel). A packet that joins a lossless queue holding XOFF or
- * more pauses the port it came in on, again every Q/2 while it keeps coming; a packet that
- * finds its queue below XON resumes it once no other queue of the node holds the port's
- * packets at XOFF (a packet to an idle port must not resume a congested one: that flapping
- * let a spine send through its pauses). Ports that send nothing while paused are resumed
- * by their pause expiring, or by the agent. */
+/* Sends a PFC frame for `prio` out of port `ifindex`: a clone of this packet, marked, is
+ * redirected there and rewritten by that port's egress (emit_pfc). */
+static __always_inline void send_pfc(struct __sk_buff *skb, __u32 ifindex, __u32 prio, __u32 kind)
+{
+	__u32 mark = skb->mark;
+	skb->mark = kind | (prio & 7);
+	bpf_clone_redirect(skb, ifindex, 0);
+	skb->mark = mark;
+}
+
+/* PFC generation by egress occupancy (qos.pfc.trigger: egress, the option rocelab began
+ * with; the default is per ingress, below). A packet that joins a lossless queue holding
+ * XOFF or more pauses the port it came in on, again every Q/2 while it keeps coming; a
+ * packet that finds its queue below XON resumes it once no other queue of the node holds
+ * the port's packets at XOFF. Ports that send nothing while paused are resumed by their
+ * pause expiring, or by the agent. */
 enum rl_pfc_action { RL_PFC_NONE = 0, RL_PFC_XOFF = 1, RL_PFC_XON = 2 };
 
 static __always_inline int pfc_decide(__u32 occupancy, const struct rl_config *cfg, struct rl_pfc_tx_state *st,
@@ -195,13 +238,119 @@ static __always_inline void pfc_generate(struct __sk_buff *skb, const struct rl_
 
 	if (action == RL_PFC_NONE)
 		return;
-	__u32 mark = skb->mark;
-	skb->mark = RL_MARK_PFC(action == RL_PFC_XOFF, prio);
-	bpf_clone_redirect(skb, in, 0);
-	skb->mark = mark;
+	send_pfc(skb, in, prio, action == RL_PFC_XON ? RL_MARK_PFC(0, 0) : st->paused ? RL_MARK_PFC_REFRESH : RL_MARK_PFC(1, 0));
 	st->paused = action == RL_PFC_XOFF;
 	if (action == RL_PFC_XOFF)
 		st->last_sent_ns = now;
+}
+
+/* ---- PFC by priority group (qos.pfc.trigger: ingress, the default) --------------------
+ * A switch counts, per ingress port and lossless priority, the bytes it holds that came in
+ * through that port, in whichever egress queue (802.1Qbb; SONiC's buffer PGs). XOFF goes
+ * out of the ingress port when its PG reaches XOFF (again every Q/2 while it stays at or
+ * above XON), XON when it falls below XON. A packet adds itself to its PG when it joins an
+ * egress queue; what left a queue is taken off the PGs when that queue is next synced: at
+ * its next enqueue, or by the agent's probe (a paused port sends nothing to sync with). */
+
+static __always_inline struct rl_pg_ring *ring_of(const struct rl_config *cfg, __u32 slot, __u32 prio)
+{
+	__u32 row = cfg->pg_index[prio & (RL_NUM_PRIO - 1)];
+	if (row == 0xff)
+		return 0;
+	__u32 key = slot * cfg->pg_rows + row;
+	return bpf_map_lookup_elem(&pg_ring, &key);
+}
+
+/* Takes what left the queue (the queue holds `depth` now, exactly) off its oldest runs,
+ * and off the PGs of the ports those bytes came in through; XON to a paused port whose PG
+ * fell below XON. */
+static __always_inline void pg_sync(struct __sk_buff *skb, const struct rl_config *cfg, struct rl_pg_ring *r,
+				    __u32 prio, __u32 depth)
+{
+	__u32 zero = 0;
+	struct rl_pg_pops *pops = bpf_map_lookup_elem(&pg_scratch, &zero);
+
+	if (!pops)
+		return;
+	pops->n = 0;
+	bpf_spin_lock(&r->lock);
+	__u64 excess = r->bytes > depth ? r->bytes - depth : 0;
+	for (int k = 0; k < RL_PG_POPS && excess; k++) {
+		if (r->head == r->tail) {
+			r->bytes = 0; /* nothing left to take: the runs and the queue agree again */
+			break;
+		}
+		struct rl_pg_run *run = &r->run[r->head & (RL_PG_RUNS - 1)];
+		__u32 take = run->bytes < excess ? run->bytes : (__u32)excess;
+		run->bytes -= take;
+		excess -= take;
+		r->bytes -= take;
+		pops->slot[k] = run->in_slot;
+		pops->bytes[k] = take;
+		pops->n = k + 1;
+		if (!run->bytes)
+			r->head++;
+	}
+	bpf_spin_unlock(&r->lock);
+	for (int k = 0; k < RL_PG_POPS; k++) {
+		if (k >= pops->n)
+			break;
+		if (pops->slot[k] == RL_NO_PG)
+			continue;
+		__u32 key = pops->slot[k] * RL_NUM_PRIO + prio;
+		struct rl_pfc_tx_state *st = bpf_map_lookup_elem(&pfc_tx_state, &key);
+		__s64 *pgb = bpf_map_lookup_elem(&pg_bytes, &key);
+		if (!st || !pgb)
+			continue;
+		__s64 left = __sync_add_and_fetch(pgb, -(__s64)pops->bytes[k]);
+		if (st->paused && left < (__s64)cfg->pfc_xon) {
+			st->paused = 0;
+			send_pfc(skb, RL_FIRST_PORT_IFINDEX + pops->slot[k], prio, RL_MARK_PFC(0, 0));
+		}
+	}
+}
+
+/* The packet joins the queue's runs; `in_slot` RL_NO_PG: a packet no PG holds (made here). */
+static __always_inline int ring_push(struct rl_pg_ring *r, __u32 in_slot, __u32 len)
+{
+	int full = 0;
+	bpf_spin_lock(&r->lock);
+	struct rl_pg_run *last = &r->run[(r->tail - 1) & (RL_PG_RUNS - 1)];
+	if (r->tail != r->head && last->in_slot == in_slot) {
+		last->bytes += len;
+	} else if (r->tail - r->head < RL_PG_RUNS) {
+		struct rl_pg_run *next = &r->run[r->tail & (RL_PG_RUNS - 1)];
+		next->in_slot = in_slot;
+		next->bytes = len;
+		r->tail++;
+	} else {
+		last->bytes += len;
+		r->full++;
+		full = 1;
+	}
+	r->bytes += len;
+	bpf_spin_unlock(&r->lock);
+	return full;
+}
+
+/* The packet's bytes join its PG; XOFF out of its ingress port when the PG reached XOFF,
+ * renewed every Q/2 while the PG stays there. */
+static __always_inline void pg_add(struct __sk_buff *skb, const struct rl_config *cfg, __u32 prio, __u32 in_slot,
+				   struct rl_pfc_tx_state *st, __s64 *pgb)
+{
+	__s64 pg = __sync_add_and_fetch(pgb, (__s64)skb->len);
+	if (pg < (__s64)cfg->pfc_xoff)
+		return;
+	struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &in_slot);
+	if (!info)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 refresh_ns = (__u64)info->quantum_ps * cfg->pfc_quanta / 2000;
+	if (st->paused && now - st->last_sent_ns < refresh_ns)
+		return;
+	send_pfc(skb, RL_FIRST_PORT_IFINDEX + in_slot, prio, st->paused ? RL_MARK_PFC_REFRESH : RL_MARK_PFC(1, 0));
+	st->paused = 1;
+	st->last_sent_ns = now;
 }
 
 /* One draw of the port's loss fault: xorshift64 (13, 7, 17) on the seeded state in the
@@ -218,28 +367,59 @@ static __always_inline int fault_lost(struct rl_port_info *p)
 	return (__u32)(x >> 32) < p->loss;
 }
 
+/* A drop by `reason`, with the depth it met. */
+static __always_inline int drop_at(struct rl_counters *cnt, __u32 depth, int reason)
+{
+	if (cnt)
+		cnt->depth_after = depth;
+	return drop(cnt, reason);
+}
+
+/* What a lossless packet may add before it is a headroom drop: its PG's limit (XOFF + the
+ * ingress port's headroom) with the ingress trigger, else the queue's (egress trigger:
+ * XOFF + every other port's headroom). The node's pool bounds both. */
+static __always_inline int lossless_fits(struct __sk_buff *skb, const struct rl_config *cfg, struct rl_port_info *self,
+					 __u32 slot, __u32 prio, __u32 depth, __s64 *pgb, __u32 in_slot)
+{
+	__u32 owner = pgb ? in_slot : slot;
+	struct rl_port_headroom *h = bpf_map_lookup_elem(&port_headroom, &owner);
+	__u32 limit = h && h->lossless_limit ? h->lossless_limit : cfg->queue_limit[prio];
+	__s64 held = pgb ? *pgb : (__s64)depth;
+
+	if (held + (__s64)skb->len > (__s64)limit)
+		return 0;
+	/* Lossless traffic stays within the node's buffer: this queue at once, the whole pool
+	 * for a PG in its headroom (past XOFF; the read walks every port of the node). */
+	if (pgb && cfg->buffer_size &&
+	    (depth + skb->len > cfg->buffer_size ||
+	     (held + (__s64)skb->len > (__s64)cfg->pfc_xoff && pool_used(self) + skb->len > cfg->buffer_size)))
+		return 0;
+	return 1;
+}
+
 SEC("tc")
 int rl_egress(struct __sk_buff *skb)
 {
 	struct rl_config *cfg = port_cfg();
 	__u16 proto = 0;
+	/* Context fields read once: the verifier refuses a ctx pointer the compiler offset on
+	 * one path and not another. */
+	const __u32 ifindex = skb->ifindex, mark = skb->mark, in = skb->ingress_ifindex, len = skb->len;
 
-	if (!cfg || skb->ifindex < RL_FIRST_PORT_IFINDEX)
+	if (!cfg || ifindex < RL_FIRST_PORT_IFINDEX)
 		return TC_ACT_OK;
-	if (RL_MARK_IS_PFC(skb->mark))
+	if (RL_MARK_IS_PFC(mark))
 		return emit_pfc(skb, cfg);
-	if ((skb->mark >> 16) == RL_MARK_PROBE_MAGIC)
-		return class_backlog(skb, RL_CLASSID(skb->mark & 7));
 	bpf_skb_load_bytes(skb, 12, &proto, sizeof proto);
 	/* MAC control from elsewhere (a PFC frame someone wrote to a packet socket) never
 	 * queues behind data, and is counted like the frames made here. */
-	if (proto == bpf_htons(RL_PFC_ETHERTYPE)) {
+	if (proto == bpf_htons(RL_PFC_ETHERTYPE) && (mark >> 16) != RL_MARK_PROBE_MAGIC) {
 		struct rl_pfc_frame f = {};
 		skb->priority = RL_DIRECT_CLASSID;
 		bpf_skb_load_bytes(skb, 0, &f, sizeof f);
 		__u16 vector = bpf_ntohs(f.class_enable);
 		for (int p = 0; p < RL_NUM_PRIO; p++) {
-			struct rl_counters *c = (vector >> p) & 1 ? counters_of(skb->ifindex, p) : 0;
+			struct rl_counters *c = (vector >> p) & 1 ? counters_of(ifindex, p) : 0;
 			if (!c)
 				continue;
 			__sync_fetch_and_add(&c->pfc_tx, 1);
@@ -248,69 +428,86 @@ int rl_egress(struct __sk_buff *skb)
 		}
 		return TC_ACT_OK;
 	}
+	int probe = (mark >> 16) == RL_MARK_PROBE_MAGIC;
 	int tos = ipv4_tos(skb);
-	__u32 prio = tos < 0 ? 0 : cfg->dscp_to_prio[(tos >> 2) & 63] & (RL_NUM_PRIO - 1);
-	struct rl_counters *cnt = counters_of(skb->ifindex, prio);
-
-	skb->priority = RL_CLASSID(prio);
+	__u32 prio = probe ? mark & 7 : tos < 0 ? 0 : cfg->dscp_to_prio[(tos >> 2) & 63] & (RL_NUM_PRIO - 1);
+	struct rl_counters *cnt = counters_of(ifindex, prio);
+	__u32 slot = slot_of(ifindex);
+	struct rl_port_info *self = bpf_map_lookup_elem(&port_info, &slot);
 	__u32 depth = queue_depth(skb, prio);
 	int lossless = (cfg->lossless_mask >> prio) & 1;
+	int host = self && (self->flags & RL_PORT_HOST);
+	int pfc = (cfg->pfc_mask >> prio) & 1;
 
-	__u32 slot = slot_of(skb->ifindex);
-	struct rl_port_info *self = bpf_map_lookup_elem(&port_info, &slot);
-	int host_lossless = lossless && self && (self->flags & RL_PORT_HOST);
-
+	/* By priority group: sync the queue first (what left it leaves its PGs). A probe (the
+	 * agent, `rocelab stats`) syncs and says how much the queue holds. */
+	struct rl_pg_ring *ring = pfc && !host && cfg->pfc_trigger == RL_PFC_TRIGGER_INGRESS ? ring_of(cfg, slot, prio) : 0;
+	if (ring)
+		pg_sync(skb, cfg, ring, prio, depth);
+	if (probe) {
+		if (cnt)
+			cnt->depth_after = depth; /* what the agent reads to skip queues that are empty */
+		return depth;
+	}
+	skb->priority = RL_CLASSID(prio);
+	__u32 in_slot = RL_NO_PG;
+	struct rl_pfc_tx_state *pg = 0;
+	__s64 *pgb = 0;
+	if (ring && in >= RL_FIRST_PORT_IFINDEX && in != ifindex) {
+		in_slot = slot_of(in);
+		__u32 key = in_slot * RL_NUM_PRIO + prio;
+		pg = bpf_map_lookup_elem(&pfc_tx_state, &key);
+		pgb = bpf_map_lookup_elem(&pg_bytes, &key);
+		if (!pg || !pgb) {
+			pg = 0;
+			pgb = 0;
+			in_slot = RL_NO_PG;
+		}
+	}
 	if (self)
 		self->root_qdisc = (__u64)BPF_CORE_READ((struct sk_buff *)bpf_cast_to_kern_ctx(skb), dev, qdisc);
 	/* A loss fault: the packet is lost on the link, before it takes any buffer. */
-	if (self && self->loss && fault_lost(self)) {
-		if (cnt)
-			cnt->depth_after = depth;
-		return drop(cnt, RL_DROP_FAULT);
-	}
+	if (self && self->loss && fault_lost(self))
+		return drop_at(cnt, depth, RL_DROP_FAULT);
 	/* A switch's lossy queue may hold alpha x what is free in the switch's shared pool
 	 * (dynamic threshold); lossless queues are governed by XOFF and their limit. */
-	if (!lossless && self && !(self->flags & RL_PORT_HOST) && cfg->buffer_size) {
+	if (!lossless && self && !host && cfg->buffer_size) {
 		__u32 used = pool_used(self);
 		__u32 free = used < cfg->buffer_size ? cfg->buffer_size - used : 0;
 		__u64 allowed = cfg->dynamic_th >= 0 ? (__u64)free << (cfg->dynamic_th & 15) : free >> (-cfg->dynamic_th & 15);
-		if (depth + skb->len > allowed) {
-			if (cnt)
-				cnt->depth_after = depth;
-			return drop(cnt, RL_DROP_BUFFER);
-		}
+		if (depth + len > allowed)
+			return drop_at(cnt, depth, RL_DROP_BUFFER);
 	}
-
 	/* A host NIC holds its own lossless traffic however long it is paused: the sender's
 	 * socket buffer fills and blocks it, as an RNIC's send queue backpressures. */
-	__u32 limit = cfg->queue_limit[prio];
-	if (lossless && self) {
-		struct rl_port_headroom *h = bpf_map_lookup_elem(&port_headroom, &slot);
-		if (h && h->lossless_limit)
-			limit = h->lossless_limit;
-	}
-	if (!host_lossless && depth + skb->len > limit) {
-		if (cnt)
-			cnt->depth_after = depth;
-		return drop(cnt, lossless ? RL_DROP_HEADROOM : RL_DROP_QUEUE_FULL);
-	}
+	if (lossless && self && !host && !lossless_fits(skb, cfg, self, slot, prio, depth, pgb, in_slot))
+		return drop_at(cnt, depth, RL_DROP_HEADROOM);
+	if (!lossless && depth + len > cfg->queue_limit[prio])
+		return drop_at(cnt, depth, RL_DROP_QUEUE_FULL);
 	if (tos >= 0 && cfg->ecn[prio].enabled && ecn_hit(&cfg->ecn[prio], depth)) {
 		if (tos & 3) {
 			/* ECT(0), ECT(1) or already CE: CE set, IPv4 checksum fixed by the helper. */
 			if (bpf_skb_ecn_set_ce(skb) && cnt)
 				__sync_fetch_and_add(&cnt->ecn_marked, 1);
 		} else if (!lossless) {
-			if (cnt)
-				cnt->depth_after = depth;
-			return drop(cnt, RL_DROP_WRED);
+			return drop_at(cnt, depth, RL_DROP_WRED);
 		}
 	}
-	if ((cfg->pfc_mask >> prio) & 1)
-		pfc_generate(skb, cfg, prio, depth + skb->len, self);
+	if (ring) {
+		if (ring_push(ring, in_slot, len) && cnt)
+			__sync_fetch_and_add(&cnt->pg_runs_full, 1);
+		if (pg)
+			pg_add(skb, cfg, prio, in_slot, pg, pgb);
+	} else if (pfc && cfg->pfc_trigger == RL_PFC_TRIGGER_EGRESS) {
+		pfc_generate(skb, cfg, prio, depth + len, self);
+	}
 	if (cnt) {
-		cnt->depth_after = depth + skb->len;
+		__u32 after = depth + len;
+		cnt->depth_after = after;
+		if (after > cnt->depth_max)
+			cnt->depth_max = after; /* racy between CPUs: within one packet */
 		__sync_fetch_and_add(&cnt->tx_packets, 1);
-		__sync_fetch_and_add(&cnt->tx_bytes, skb->len);
+		__sync_fetch_and_add(&cnt->tx_bytes, len);
 	}
 	return TC_ACT_OK;
 }

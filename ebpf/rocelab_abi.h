@@ -5,6 +5,7 @@
 #define ROCELAB_ABI_H
 
 #ifndef __VMLINUX_H__
+#include <linux/bpf.h> /* struct bpf_spin_lock */
 #include <linux/types.h>
 #endif
 
@@ -76,6 +77,17 @@ struct rl_counters {
 	__u64 pfc_xon_rx; /* of pfc_rx, likewise */
 	__u64 depth_after; /* written, not added: the class backlog egress read for the last
 	                    * packet, plus that packet if admitted (what tc shows right after) */
+	__u64 depth_max;   /* the most the class held after an admitted packet joined it */
+	__u64 pfc_refresh_tx; /* of pfc_tx, XOFFs that renewed a pause already in force */
+	/* The pause clock of this port-priority, written by the agent (a 64-bit store each,
+	 * through the mapping; the programs never touch them): since when a received XOFF holds
+	 * it (CLOCK_MONOTONIC ns, 0: not paused), and how long pauses held it before. An RNIC's
+	 * retransmission timer does not run while its own port cannot send. */
+	__u64 paused_since_ns;
+	__u64 paused_total_ns;
+	__u64 pg_runs_full; /* packets of this queue its PG runs had no room for (attribution may
+	                     * then go to the port before): must stay 0 */
+	__u64 pad_counters;
 };
 
 /* The ECN curve of one priority: probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin)
@@ -93,14 +105,25 @@ struct rl_config {
 	__u8 lossless_mask;  /* bit p: priority p is lossless (never dropped for ECN) */
 	__u8 pfc_mask;       /* bit p: PFC generated and honoured for priority p */
 	__u16 pfc_quanta;    /* pause time sent with XOFF, in quanta */
-	__u32 pad;
+	__u8 pfc_trigger;    /* RL_PFC_TRIGGER_*: what XOFF counts */
+	__u8 pad[3];
 	struct rl_ecn_curve ecn[RL_NUM_PRIO];
 	__u32 queue_limit[RL_NUM_PRIO]; /* bytes a queue may hold (tail drop beyond) */
 	__u32 pfc_xoff;      /* bytes queued in a lossless egress queue that pause its senders */
 	__u32 pfc_xon;       /* ... and below which they resume */
 	__u32 buffer_size;   /* the shared pool of every switch, bytes (0: no pool) */
 	__s32 dynamic_th;    /* alpha = 2^dynamic_th */
+	__u8 pg_index[RL_NUM_PRIO]; /* priority -> its row in pg_ring (PFC priorities), else 0xff */
+	__u32 pg_rows;       /* PFC priorities: the rows of pg_ring per port */
+	__u32 pad2;
 };
+
+/* What XOFF counts (DESIGN.md §2). INGRESS, the default and what switches do: the bytes a
+ * switch holds from one ingress port per lossless priority (its priority group, SONiC's
+ * buffer PG), wherever they are queued. EGRESS, what rocelab did first: the bytes in the
+ * egress queue a packet joins, from every ingress. */
+#define RL_PFC_TRIGGER_INGRESS 0
+#define RL_PFC_TRIGGER_EGRESS 1
 
 /* ---- PFC (IEEE 802.1Qbb) ------------------------------------------------------------ */
 
@@ -122,11 +145,13 @@ struct rl_pfc_frame {
 };
 
 /* A clone on its way to become a PFC frame carries this mark: magic in the top 16 bits,
- * bit 8 set for XOFF (clear: XON), bit 9 for a kick (a frame naming no priority), priority
- * in the low 3 bits. Egress of the port it was redirected to rewrites it into the frame. */
+ * bit 8 set for XOFF (clear: XON), bit 9 for a kick (a frame naming no priority), bit 10
+ * for an XOFF that renews a pause in force (counted apart), priority in the low 3 bits.
+ * Egress of the port it was redirected to rewrites it into the frame. */
 #define RL_MARK_PFC_MAGIC 0x5246u
 #define RL_MARK_PFC(xoff, prio) ((RL_MARK_PFC_MAGIC << 16) | ((xoff) ? 0x100u : 0u) | ((prio) & 7u))
 #define RL_MARK_PFC_KICK ((RL_MARK_PFC_MAGIC << 16) | 0x200u)
+#define RL_MARK_PFC_REFRESH ((RL_MARK_PFC_MAGIC << 16) | 0x500u)
 #define RL_MARK_IS_PFC(m) (((m) >> 16) == RL_MARK_PFC_MAGIC)
 
 /* `rocelab stats` runs the egress program (BPF_PROG_TEST_RUN, nothing is sent) with this
@@ -165,14 +190,36 @@ struct rl_port_headroom {
 	__u32 budget_us;      /* the reaction budget that headroom allows for, microseconds */
 };
 
-/* Per (port slot, priority) of an ingress port: the XOFF this switch sent out of it. */
+/* Per (port slot, priority) of an ingress port: the XOFF this switch sent out of it. Its
+ * priority group's bytes are apart (map pg_bytes, an __s64 per key: the bytes from this
+ * port queued anywhere in the switch, exact as of the last sync of each queue), written by
+ * the programs alone: the agent rewrites this state, never the count. */
 struct rl_pfc_tx_state {
 	__u64 last_sent_ns; /* bpf_ktime_get_ns() of the last XOFF (refreshes go every Q/2) */
-	__u64 congested;    /* bit i: the node's port node_first_slot + i last saw this port's
-	                     * packets join its queue at >= XOFF (cleared below XON): XON waits
-	                     * for all, so a packet to an idle port never resumes a congested one */
+	__u64 congested;    /* egress trigger: bit i, the node's port node_first_slot + i last saw
+	                     * this port's packets join its queue at >= XOFF (cleared below XON) */
 	__u32 paused;       /* an XOFF is in force at the peer, as far as we know */
 	__u32 pad;
+};
+
+/* The order of the bytes in one egress queue (port slot, PFC priority) by the ingress port
+ * they came from, oldest first: runs of {ingress slot, bytes}. A class is FIFO, so when the
+ * queue holds D bytes (read exactly from the class) the oldest (bytes - D) have left: they
+ * are taken off the runs' heads and off their ingress PGs. Synced at every enqueue and by
+ * the agent's probe, never counted at dequeue (that drifts on this kernel, DESIGN.md §4). */
+#define RL_PG_RUNS 4096
+struct rl_pg_run {
+	__u32 in_slot;
+	__u32 bytes;
+};
+struct rl_pg_ring {
+	struct bpf_spin_lock lock;
+	__u32 head, tail;     /* runs [head, tail), indices mod RL_PG_RUNS */
+	__u32 pad;
+	__u64 bytes;          /* the runs' bytes: what the queue holds plus what left unsynced */
+	__u64 full;           /* packets joined to the last run because the ring was full
+	                       * (their PG attribution may be another port's): counted, visible */
+	struct rl_pg_run run[RL_PG_RUNS];
 };
 
 /* A PFC frame received: one event per priority it names, for the agent (ring buffer). */
@@ -206,10 +253,11 @@ struct rl_depth_override {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct rl_counters) == 16 * 8, "rl_counters layout");
-static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16, "rl_config layout");
+static_assert(sizeof(struct rl_counters) == 22 * 8, "rl_counters layout");
+static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
 static_assert(sizeof(struct rl_port_info) == 48, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
+static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
 static_assert(sizeof(struct rl_pause_state) == 40, "rl_pause_state layout");

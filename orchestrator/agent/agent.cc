@@ -126,7 +126,7 @@ class Agent {
   }
 
   bool loop() {
-    uint64_t last_alive = now_ns();
+    uint64_t last_alive = now_ns(), last_sync = 0;
     while (!(stop_ && stop_->load()) && !stopping_) {
       pollfd fds[2] = {{events_->fd(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
       poll(fds, 2, 1);
@@ -134,7 +134,12 @@ class Agent {
       if (fds[1].revents & POLLIN) serve();
       const uint64_t now = now_ns();
       expire(now);
-      send_xon_where_drained();
+      // The paused ports' check at most every 200 us: it probes the node's queues that hold
+      // anything, and received PFC (a pause to put in force) must not wait behind it.
+      if (now - last_sync > 200'000) {
+        send_xon_where_drained();
+        last_sync = now;
+      }
       if (now - last_alive > 100'000'000ull) {
         struct stat st {};
         if (stat(cfg_.state_path.c_str(), &st) != 0) break;  // the fabric was taken down
@@ -235,6 +240,7 @@ class Agent {
         st.on = false;
         ++fig_.resumes;
         st.total_ns += now_ns() - st.since_ns;
+        maps_->set_pause_clock(e.slot, e.prio, 0, st.total_ns);
       }
       return;
     }
@@ -250,6 +256,7 @@ class Agent {
       ++st.count;
       uint64_t done = now_ns();
       st.since_ns = done;
+      maps_->set_pause_clock(e.slot, e.prio, done, st.total_ns);
       if (done > e.ts_ns && latencies_.size() < 1'000'000) latencies_.push_back(done - e.ts_ns);
     }
   }
@@ -262,44 +269,65 @@ class Agent {
         st.on = false;
         ++fig_.expired;
         st.total_ns += now - st.since_ns;
+        maps_->set_pause_clock(uint32_t(k >> 3), uint32_t(k & 7), 0, st.total_ns);
       }
     }
   }
 
-  // For every ingress port this switch paused: XON once the switch's queues of that priority
-  // are all below XON, else a refreshed XOFF every Q/2.
+  // For every ingress port this switch paused (a paused port sends nothing, so no packet of
+  // its would trigger XON or the refresh in BPF): per ingress (the default), sync every queue
+  // of that priority on the node — the egress program takes what left them off the PGs and
+  // sends XON itself when the port's PG fell below XON — then XON if it is below XON anyway,
+  // else a refreshed XOFF every Q/2. By egress occupancy: XON once every queue of that
+  // priority is below XON.
   void send_xon_where_drained() {
     std::string why;
     if (!maps_->tx_states(keys_, states_, why)) return;
+    // The paused ports by (node, priority): each node's queues of a priority are probed once.
+    std::map<std::pair<uint32_t, uint32_t>, std::vector<size_t>> groups;
     for (size_t i = 0; i < keys_.size(); ++i) {
       if (!states_[i].paused) continue;
-      const uint32_t slot = keys_[i] / RL_NUM_PRIO, prio = keys_[i] % RL_NUM_PRIO;
-      auto it = ports_.find(slot);
-      if (it == ports_.end()) continue;
-      Node& node = nodes_[it->second.cfg->node];
+      auto it = ports_.find(keys_[i] / RL_NUM_PRIO);
+      if (it != ports_.end()) groups[{it->second.cfg->node, keys_[i] % RL_NUM_PRIO}].push_back(i);
+    }
+    for (const auto& [np, members] : groups) {
+      Node& node = nodes_[np.first];
       auto scope = sys::NetnsScope::enter(node.netns.get(), why);
       if (!scope) continue;
-      bool drained = true;
+      // Per ingress, the probe syncs each queue (and the program sends XON for a PG that fell
+      // below XON); by egress occupancy, every queue must be below XON.
+      bool all_below = true;
       for (uint32_t s : node.slots) {
-        auto d = bpf::probe_depth(maps_->egress_program(), ports_.at(s).cfg->ifindex, prio, why);
-        if (!d || *d >= pfc_.pfc_xon) {
-          drained = false;
-          break;
-        }
+        // A queue its last packet (or probe) left empty holds no PG's bytes: not probed.
+        if (maps_->counters().read(s, np.second).depth_after == 0) continue;
+        auto d = bpf::probe_depth(maps_->egress_program(), ports_.at(s).cfg->ifindex, np.second, why);
+        all_below = all_below && d && *d < pfc_.pfc_xon;
       }
-      const uint64_t now = now_ns();
-      const uint64_t refresh_ns = static_cast<uint64_t>(it->second.info.quantum_ps) * pfc_.pfc_quanta / 2000;
-      if (!drained && now - states_[i].last_sent_ns < refresh_ns) continue;
-      // Drained: XON. Still congested and the pause half gone: refresh the XOFF (a paused
-      // port sends nothing, so no packet of its would trigger the refresh in BPF).
-      if (!emit(it->second, RL_MARK_PFC(!drained, prio))) continue;
-      rl_pfc_tx_state next = states_[i];
-      next.paused = drained ? 0 : 1;
-      if (drained) next.congested = 0;  // every queue is below XON
-      else next.last_sent_ns = now;
-      maps_->set_tx_state(keys_[i], next, why);
-      ++(drained ? fig_.xon_sent : fig_.xoff_refreshed);
+      for (size_t i : members) resolve_pause(i, np.second, all_below);
     }
+  }
+
+  // A port this switch paused, after its node's queues were synced: XON once drained, else a
+  // refreshed XOFF every Q/2 (a paused port sends nothing that could trigger it in BPF).
+  void resolve_pause(size_t i, uint32_t prio, bool all_below) {
+    std::string why;
+    Port& port = ports_.at(keys_[i] / RL_NUM_PRIO);
+    rl_pfc_tx_state st = states_[i];
+    bool drained = all_below;
+    if (pfc_.pfc_trigger == RL_PFC_TRIGGER_INGRESS) {
+      if (!maps_->tx_state(keys_[i], st, why) || !st.paused) return;  // the sync sent XON
+      drained = maps_->pg_bytes(keys_[i]) < int64_t(pfc_.pfc_xon);
+    }
+    const uint64_t now = now_ns();
+    const uint64_t refresh_ns = static_cast<uint64_t>(port.info.quantum_ps) * pfc_.pfc_quanta / 2000;
+    if (!drained && now - st.last_sent_ns < refresh_ns) return;
+    if (!emit(port, drained ? RL_MARK_PFC(0, prio) : RL_MARK_PFC_REFRESH | prio)) return;
+    rl_pfc_tx_state next = st;
+    next.paused = drained ? 0 : 1;
+    if (drained) next.congested = 0;  // every queue is below XON
+    else next.last_sent_ns = now;
+    maps_->set_tx_state(keys_[i], next, why);
+    ++(drained ? fig_.xon_sent : fig_.xoff_refreshed);
   }
 
   static uint64_t key(uint32_t slot, uint32_t prio) { return static_cast<uint64_t>(slot) << 3 | prio; }
@@ -349,7 +377,8 @@ class Agent {
       if (n.slots.empty() || (ports_.at(n.slots.front()).info.flags & RL_PORT_HOST)) continue;
       std::vector<bpf::HeadroomPort> in;
       for (uint32_t s : n.slots) in.push_back({ports_.at(s).cfg->rate_bps, ports_.at(s).headroom.base});
-      auto h = bpf::node_headroom(in, pfc_.pfc_xoff, pfc_.buffer_size, budget_ns_);
+      auto h = bpf::node_headroom(in, pfc_.pfc_xoff, pfc_.buffer_size, budget_ns_,
+                                  pfc_.pfc_trigger == RL_PFC_TRIGGER_INGRESS);
       for (size_t i = 0; i < n.slots.size(); ++i)
         if (maps_->set_headroom(n.slots[i], h[i], why)) ports_.at(n.slots[i]).headroom = h[i];
     }

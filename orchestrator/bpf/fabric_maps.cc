@@ -2,10 +2,12 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "emit.skel.h"
 
@@ -50,7 +52,20 @@ int attached_prog(int ifindex, bool ingress, std::string& why) {
 
 }  // namespace
 
-FabricMaps::~FabricMaps() = default;
+FabricMaps::FabricMaps(FabricMaps&& o) noexcept
+    : config_(std::move(o.config_)), info_(std::move(o.info_)), counters_map_(std::move(o.counters_map_)),
+      tx_state_(std::move(o.tx_state_)), headroom_(std::move(o.headroom_)), events_(std::move(o.events_)),
+      egress_(std::move(o.egress_)), pg_bytes_(std::move(o.pg_bytes_)), counters_(std::move(o.counters_)),
+      pg_base_(std::exchange(o.pg_base_, nullptr)), pg_length_(o.pg_length_), ports_(o.ports_) {}
+
+FabricMaps::~FabricMaps() {
+  if (pg_base_) munmap(pg_base_, pg_length_);
+}
+
+int64_t FabricMaps::pg_bytes(uint32_t key) const {
+  if (!pg_base_ || key >= ports_ * RL_NUM_PRIO) return 0;
+  return __atomic_load_n(static_cast<const int64_t*>(pg_base_) + key, __ATOMIC_RELAXED);
+}
 
 bool FabricMaps::finish(std::string& why) {
   bpf_map_info mi{};
@@ -60,11 +75,18 @@ bool FabricMaps::finish(std::string& why) {
     return false;
   }
   ports_ = mi.max_entries;
-  counters_ = std::make_unique<Counters>(counters_map_.get(), ports_ * RL_NUM_PRIO);
+  counters_ = std::make_unique<Counters>(counters_map_.get(), ports_ * RL_NUM_PRIO, /*writable=*/true);
   if (!counters_->ok()) {
     why = err("mmap port_counters", errno);
     return false;
   }
+  pg_length_ = (ports_ * RL_NUM_PRIO * sizeof(int64_t) + 4095) / 4096 * 4096;
+  void* p = mmap(nullptr, pg_length_, PROT_READ, MAP_SHARED, pg_bytes_.get(), 0);
+  if (p == MAP_FAILED) {
+    why = err("mmap pg_bytes", errno);
+    return false;
+  }
+  pg_base_ = p;
   return true;
 }
 
@@ -77,6 +99,7 @@ std::optional<FabricMaps> FabricMaps::of(const PortPrograms& p, std::string& why
   m.headroom_ = sys::Fd(dup(p.port_headroom_fd()));
   m.events_ = sys::Fd(dup(p.pfc_events_fd()));
   m.egress_ = sys::Fd(dup(p.egress_fd()));
+  m.pg_bytes_ = sys::Fd(dup(p.pg_bytes_fd()));
   if (!m.finish(why)) return std::nullopt;
   return m;
 }
@@ -89,6 +112,7 @@ std::optional<FabricMaps> FabricMaps::open_attached(int ifindex, std::string& wh
       {"pfc_tx_state", BPF_MAP_TYPE_ARRAY, sizeof(rl_pfc_tx_state), &FabricMaps::tx_state_},
       {"port_headroom", BPF_MAP_TYPE_ARRAY, sizeof(rl_port_headroom), &FabricMaps::headroom_},
       {"pfc_events", BPF_MAP_TYPE_RINGBUF, 0, &FabricMaps::events_},
+      {"pg_bytes", BPF_MAP_TYPE_ARRAY, sizeof(int64_t), &FabricMaps::pg_bytes_},
   };
   FabricMaps m;
   m.egress_ = sys::Fd(attached_prog(ifindex, false, why));
@@ -143,6 +167,9 @@ bool FabricMaps::headroom(uint32_t slot, rl_port_headroom& out, std::string& why
 }
 bool FabricMaps::set_headroom(uint32_t slot, const rl_port_headroom& v, std::string& why) const {
   return update(headroom_.get(), slot, &v, "port_headroom", why);
+}
+bool FabricMaps::tx_state(uint32_t key, rl_pfc_tx_state& out, std::string& why) const {
+  return lookup(tx_state_.get(), key, &out, "pfc_tx_state", why);
 }
 bool FabricMaps::set_tx_state(uint32_t key, const rl_pfc_tx_state& v, std::string& why) const {
   return update(tx_state_.get(), key, &v, "pfc_tx_state", why);

@@ -28,8 +28,8 @@ class FabricMaps {
   // The maps behind the programs attached to `ifindex` in the calling thread's namespace.
   static std::optional<FabricMaps> open_attached(int ifindex, std::string& why);
 
-  FabricMaps(FabricMaps&&) noexcept = default;
-  FabricMaps& operator=(FabricMaps&&) noexcept = default;
+  FabricMaps(FabricMaps&& o) noexcept;
+  FabricMaps& operator=(FabricMaps&&) noexcept = delete;
   ~FabricMaps();
 
   size_t ports() const { return ports_; }
@@ -40,8 +40,15 @@ class FabricMaps {
   bool set_headroom(uint32_t slot, const rl_port_headroom& v, std::string& why) const;
   // Every (key = slot * RL_NUM_PRIO + prio, state) of the PFC transmit state, in one call.
   bool tx_states(std::vector<uint32_t>& keys, std::vector<rl_pfc_tx_state>& states, std::string& why) const;
+  bool tx_state(uint32_t key, rl_pfc_tx_state& out, std::string& why) const;
   bool set_tx_state(uint32_t key, const rl_pfc_tx_state& v, std::string& why) const;
   const Counters& counters() const { return *counters_; }
+  // The agent's record of a port-priority's pauses (rl_counters.paused_*).
+  bool set_pause_clock(uint32_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns) const {
+    return counters_->set_pause_clock(slot, prio, since_ns, total_ns);
+  }
+  // The bytes a switch holds from ingress port `slot` on priority `prio` (its PG).
+  int64_t pg_bytes(uint32_t key) const;
   int egress_program() const { return egress_.get(); }  // for probe_depth
   int port_info_fd() const { return info_.get(); }      // shared with the pause watcher
   int pfc_events_fd() const { return events_.get(); }
@@ -49,8 +56,10 @@ class FabricMaps {
  private:
   FabricMaps() = default;
   bool finish(std::string& why);
-  sys::Fd config_, info_, counters_map_, tx_state_, headroom_, events_, egress_;
+  sys::Fd config_, info_, counters_map_, tx_state_, headroom_, events_, egress_, pg_bytes_;
   std::unique_ptr<Counters> counters_;
+  void* pg_base_ = nullptr;  // pg_bytes, mapped
+  size_t pg_length_ = 0;
   size_t ports_ = 0;
 };
 

@@ -23,10 +23,11 @@ struct HeadroomPort {
 // One port's headroom: base + what its emulated rate carries during the budget.
 uint32_t port_headroom(const HeadroomPort& p, uint64_t budget_ns);
 
-// The entries of one node's ports (same order): each lossless queue may hold XOFF + the
-// headroom of every other port of the node (each may be sending into it when the queue
-// reaches XOFF), at most `buffer` (0: no cap).
+// The entries of one node's ports (same order), their lossless_limit capped at `buffer`
+// (0: no cap). Per ingress (PFC by priority group): what the port's PG may hold, XOFF + its
+// own headroom. By egress occupancy: what each of its lossless queues may hold, XOFF + the
+// headroom of every other port of the node (each may be sending into it at XOFF).
 std::vector<rl_port_headroom> node_headroom(const std::vector<HeadroomPort>& ports, uint32_t xoff, uint32_t buffer,
-                                            uint64_t budget_ns);
+                                            uint64_t budget_ns, bool per_ingress);
 
 }  // namespace rocelab::bpf

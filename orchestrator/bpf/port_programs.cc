@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -19,10 +20,29 @@ std::string err(const std::string& what, int e) { return what + ": " + std::stre
 constexpr size_t kPage = 4096;
 }  // namespace
 
-Counters::Counters(int map_fd, size_t entries) : fd_(dup(map_fd)), entries_(entries) {
+Counters::Counters(int map_fd, size_t entries, bool writable) : fd_(dup(map_fd)), entries_(entries), writable_(writable) {
   length_ = (entries * sizeof(rl_counters) + kPage - 1) / kPage * kPage;
-  void* p = fd_ >= 0 ? mmap(nullptr, length_, PROT_READ, MAP_SHARED, fd_, 0) : MAP_FAILED;
+  const int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+  void* p = fd_ >= 0 ? mmap(nullptr, length_, prot, MAP_SHARED, fd_, 0) : MAP_FAILED;
   base_ = p == MAP_FAILED ? nullptr : p;
+}
+
+bool Counters::set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns) {
+  const size_t i = slot * RL_NUM_PRIO + prio;
+  if (!base_ || !writable_ || i >= entries_) return false;
+  auto* c = static_cast<rl_counters*>(base_) + i;
+  __atomic_store_n(&c->paused_total_ns, total_ns, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->paused_since_ns, since_ns, __ATOMIC_RELEASE);
+  return true;
+}
+
+uint64_t Counters::paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const {
+  const size_t i = slot * RL_NUM_PRIO + prio;
+  if (!base_ || i >= entries_) return 0;
+  const auto* c = static_cast<const rl_counters*>(base_) + i;
+  const uint64_t since = __atomic_load_n(&c->paused_since_ns, __ATOMIC_ACQUIRE);
+  const uint64_t total = __atomic_load_n(&c->paused_total_ns, __ATOMIC_RELAXED);
+  return total + (since && now_ns > since ? now_ns - since : 0);
 }
 
 Counters::~Counters() {
@@ -53,6 +73,8 @@ std::unique_ptr<PortPrograms> PortPrograms::load(size_t ports, const rl_config& 
   bpf_map__set_max_entries(p->eg_->maps.pfc_tx_state, slots * RL_NUM_PRIO);
   bpf_map__set_max_entries(p->eg_->maps.port_info, slots);
   bpf_map__set_max_entries(p->eg_->maps.port_headroom, slots);
+  bpf_map__set_max_entries(p->eg_->maps.pg_bytes, slots * RL_NUM_PRIO);
+  bpf_map__set_max_entries(p->eg_->maps.pg_ring, slots * std::max<uint32_t>(cfg.pg_rows, 1));
   if (int e = egress__load(p->eg_); e) {
     why = err("load egress.bpf.o (verifier log above with -v)", e);
     return nullptr;
@@ -114,6 +136,8 @@ int PortPrograms::egress_fd() const { return bpf_program__fd(eg_->progs.rl_egres
 int PortPrograms::counters_fd() const { return bpf_map__fd(eg_->maps.port_counters); }
 int PortPrograms::depth_override_fd() const { return bpf_map__fd(eg_->maps.depth_override); }
 int PortPrograms::config_fd() const { return bpf_map__fd(eg_->maps.port_config); }
+int PortPrograms::pg_bytes_fd() const { return bpf_map__fd(eg_->maps.pg_bytes); }
+int PortPrograms::pg_ring_fd() const { return bpf_map__fd(eg_->maps.pg_ring); }
 
 bool PortPrograms::attach(int ifindex, std::string& why) {
   LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = static_cast<bpf_tc_attach_point>(BPF_TC_INGRESS | BPF_TC_EGRESS));

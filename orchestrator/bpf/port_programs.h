@@ -22,7 +22,7 @@ namespace rocelab::bpf {
 // A read-only view of the counter array: slot * RL_NUM_PRIO + prio.
 class Counters {
  public:
-  Counters(int map_fd, size_t entries);
+  Counters(int map_fd, size_t entries, bool writable = false);
   ~Counters();
   Counters(const Counters&) = delete;
   Counters& operator=(const Counters&) = delete;
@@ -30,12 +30,17 @@ class Counters {
   size_t ports() const { return entries_ / RL_NUM_PRIO; }
   // A consistent-enough copy: each 64-bit field is read atomically.
   rl_counters read(size_t slot, uint32_t prio) const;
+  // The pause clock (rl_counters.paused_*): `write` maps the array writable for the agent.
+  bool set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns);
+  // Time `slot`/`prio` spent paused up to `now_ns` (a pause in force included).
+  uint64_t paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const;
 
  private:
   int fd_;
   size_t entries_;
   void* base_ = nullptr;
   size_t length_ = 0;
+  bool writable_ = false;
 };
 
 class PortPrograms {
@@ -60,6 +65,8 @@ class PortPrograms {
   int counters_fd() const;
   int depth_override_fd() const;
   int config_fd() const;
+  int pg_bytes_fd() const;
+  int pg_ring_fd() const;
   size_t ports() const { return ports_; }
 
  private:

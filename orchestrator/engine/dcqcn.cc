@@ -14,7 +14,8 @@ std::optional<DcqcnParams> DcqcnParams::preset_named(const std::string& name) {
     return p;
   }
   if (name == "off") {
-    p.reaction = false;
+    p.reaction = false;  // PFC alone holds the line: no CNPs sent, none acted on
+    p.notification = false;
     return p;
   }
   if (name == "nvidia") {
@@ -57,6 +58,8 @@ DcqcnParams DcqcnParams::with(const model::DcqcnOverrides& o) const {
   if (o.rate_min) p.r_min = *o.rate_min;
   if (o.clamp_target) p.clamp_target = *o.clamp_target;
   if (o.clamp_target_after_timer) p.clamp_target_after_timer = *o.clamp_target_after_timer;
+  if (o.notification_point) p.notification = *o.notification_point;
+  if (o.reaction_point) p.reaction = *o.reaction_point;
   return p;
 }
 

@@ -45,7 +45,8 @@ using sys::Nanos;
 
 struct DcqcnParams {
   std::string preset = "paper";
-  bool reaction = true;  // false for `off`: PFC alone holds the line
+  bool reaction = true;      // the reaction point cuts on CNPs (false for `off`)
+  bool notification = true;  // the notification point sends CNPs (false for `off`: no CNPs)
   // Notification point
   model::Duration cnp_interval{50'000};
   // Reaction point

@@ -96,6 +96,13 @@ struct Engine::Endpoint {
   std::unordered_map<uint32_t, size_t> qps;  // local QPN -> index into qps_
   std::vector<size_t> served;                // its QPs (indices into qps_) in the order they were made
   Nanos next_at = 0;  // the NIC's own pacer: its QPs together never exceed line rate
+  // The NIC's pacing, measured as a whole (QPs sharing it trade turns; only their sum says
+  // whether the engine kept up): what its QPs with data ready were allowed, at their rates up
+  // to the line, against what they sent, over turns that began with such QPs.
+  Nanos last_turn = 0;
+  double ready_bps = 0;  // as of the end of its last turn; 0 while its queue refused packets
+  double allowed_bytes = 0, paced_bytes = 0;
+  uint64_t sent_this_turn = 0;
   Endpoint(EndpointSpec s, sys::Fd fd, Nanos cnp_interval) : spec(std::move(s)), rx(std::move(fd)), np(cnp_interval) {}
 };
 
@@ -109,6 +116,8 @@ struct Engine::Qp {
   bool cnp_due = false;
   uint64_t cnp_sent = 0;
   Nanos next_at = 0;  // pacing: the next data packet may leave at this time
+  double pace_rate = 0;  // the rate next_at was booked at
+  bool measured = false;  // this turn's sends count toward the pacing error
   // Pacing error: data sent against rate × time while the QP had data ready in its window.
   Nanos last_turn = 0;
   bool backlogged = false;  // had data ready and only its own pacer held it back
@@ -118,6 +127,9 @@ struct Engine::Qp {
   double allowed_bytes = 0;
   uint64_t paced_bytes = 0, data_wire_bytes = 0;
   uint64_t send_blocked = 0;
+  // How long its NIC has been held by PFC: the RC transport runs on the time the NIC could
+  // send (an RNIC's ACK timer does not run for a packet its paused port still holds).
+  std::function<Nanos()> nic_paused;
 };
 
 Engine::Engine(const DcqcnParams& dcqcn, const Clock& clock) : dcqcn_(dcqcn), clock_(clock) {}
@@ -133,7 +145,7 @@ std::optional<size_t> Engine::add_endpoint(const EndpointSpec& spec, std::string
 
 std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_addr, uint32_t remote_qpn,
                                      uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
-                                     std::string& why, uint8_t tos) {
+                                     std::string& why, uint8_t tos, std::function<Nanos()> nic_paused) {
   Endpoint& e = *endpoints_.at(ep);
   if (e.qps.count(qpn)) return why = "QP " + std::to_string(qpn) + " exists on " + e.spec.name, std::nullopt;
   auto fd = udp_socket(e.spec.netns_fd, e.spec.addr, sport, false, why, tos);
@@ -143,6 +155,7 @@ std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_ad
                                       ReactionPoint(dcqcn_, e.spec.line_bps), std::move(*fd),
                                       Flow{e.spec.addr, remote_addr, sport, kRoceUdpPort}, e.spec.line_bps});
   q->last_turn = clock_.now();
+  q->nic_paused = std::move(nic_paused);
   qps_.push_back(std::move(q));
   e.qps[qpn] = qps_.size() - 1;
   e.served.push_back(qps_.size() - 1);
@@ -217,30 +230,26 @@ void Engine::receive(Endpoint& ep, Nanos now) {
       }
       if ((tos & 0x3) == 0x3) {
         ++ep.stats.ce_marked;
-        if (ep.np.on_ce(q.rc.qpn(), now)) q.cnp_due = true;
+        if (dcqcn_.notification && ep.np.on_ce(q.rc.qpn(), now)) q.cnp_due = true;
       }
-      q.rc.on_rx(p, now);
+      q.rc.on_rx(p, rc_time(q, now));
     }
     if (n < int(kBatch)) return;
   }
 }
 
-void Engine::transmit(Qp& q, Nanos now) {
-  const double rate = std::min(q.rp.rate(), q.line_bps);
-  // What this turn sends is measured against the allowance of the interval before it, and
-  // only when that interval was limited by this QP's own pacer (see below).
-  const bool measured = q.backlogged;
-  const double allowance = measured ? rate * double(now - q.last_turn) / 8e9 : 0;
-  q.last_turn = now;
-
-  static thread_local std::vector<std::vector<uint8_t>> out(kBatch);
+// One sendmmsg batch of a QP: its packets, CNPs with their DSCP 48 cmsg.
+struct Engine::TxBatch {
+  std::vector<std::vector<uint8_t>>& out;
+  sockaddr_in to;
   mmsghdr msgs[kBatch];
   iovec iov[kBatch];
   bool is_cnp[kBatch];
   alignas(cmsghdr) char ctrl[kBatch][CMSG_SPACE(sizeof(int))];
-  sockaddr_in to = sock_addr(q.flow.dst, kRoceUdpPort);
-  size_t n = 0, data = 0;
-  auto add = [&](bool cnp) {
+  size_t n = 0;
+
+  // out[n] holds the packet.
+  void add(bool cnp) {
     std::memset(&msgs[n], 0, sizeof msgs[n]);
     is_cnp[n] = cnp;
     iov[n] = {out[n].data(), out[n].size()};
@@ -259,55 +268,88 @@ void Engine::transmit(Qp& q, Nanos now) {
       std::memcpy(CMSG_DATA(c), &tos, sizeof tos);
     }
     ++n;
-  };
-  auto send_batch = [&]() {
-    size_t done = 0;
-    while (done < n) {
-      const int k = sendmmsg(q.tx.get(), msgs + done, unsigned(n - done), MSG_DONTWAIT);
-      if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {
-        // Not a full queue but a packet the kernel refuses: counted and dropped, never
-        // retried forever (the transport's recovery sees it as loss).
-        ++endpoints_[q.ep]->stats.send_errors;
-        endpoints_[q.ep]->stats.last_send_error = errno;
-        ++done;
-        continue;
-      }
-      if (k <= 0) break;
-      done += size_t(k);
-    }
-    for (size_t i = done; i < n; ++i) q.held.emplace_back(out[i], is_cnp[i]);
-    if (done < n) {
-      ++endpoints_[q.ep]->stats.send_blocked;
-      ++q.send_blocked;
-    }
-    n = 0;
-  };
-  if (!q.held.empty()) {
-    const size_t held = std::min(q.held.size(), kBatch);
-    for (size_t i = 0; i < held; ++i) {
-      out[n] = std::move(q.held[i].first);
-      add(q.held[i].second);
-    }
-    q.held.erase(q.held.begin(), q.held.begin() + long(held));
-    const size_t before = q.held.size();
-    send_batch();
-    if (q.held.size() > before) {  // still blocked: what came back goes first next time
-      std::rotate(q.held.begin(), q.held.begin() + long(before), q.held.end());
-      q.backlogged = false;
-      return;
-    }
-    if (!q.held.empty()) return;
   }
+};
+
+// Sends the batch; what the socket refused (the host's queue is full while its NIC is
+// paused) waits in q.held, to go first. A packet the kernel refuses outright is counted and
+// dropped, never retried forever (the transport's recovery sees it as loss).
+void Engine::send_batch(Qp& q, TxBatch& b) {
+  size_t done = 0;
+  EndpointStats& st = endpoints_[q.ep]->stats;
+  while (done < b.n) {
+    const int k = sendmmsg(q.tx.get(), b.msgs + done, unsigned(b.n - done), MSG_DONTWAIT);
+    if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {
+      ++st.send_errors;
+      st.last_send_error = errno;
+      ++done;
+      continue;
+    }
+    if (k <= 0) break;
+    done += size_t(k);
+  }
+  for (size_t i = done; i < b.n; ++i) q.held.emplace_back(b.out[i], b.is_cnp[i]);
+  if (done < b.n) {
+    ++st.send_blocked;
+    ++q.send_blocked;
+  }
+  b.n = 0;
+}
+
+// The QP's pacer at a new turn: its allowance for the interval before (at the rate that held
+// through it), counted only when that interval was limited by this QP's own pacer.
+double Engine::pace(Qp& q, Nanos now, double rate) {
+  // QPs sharing a NIC: when the others' packets pushed the NIC's schedule past this QP's own
+  // since its last turn, the NIC, not this QP's pacer, held it back.
+  const Endpoint& nic = *endpoints_[q.ep];
+  q.measured = q.backlogged && nic.next_at <= std::max(q.next_at, now);
+  const double paced_at = q.pace_rate > 0 ? q.pace_rate : rate;
+  const double allowance = q.measured ? paced_at * double(now - q.last_turn) / 8e9 : 0;
+  q.last_turn = now;
+  // A new DCQCN rate takes effect now, as an RNIC's rate limiter does: the wait left before
+  // the next packet shrinks or stretches with it (a slot booked at 1 Gb/s must not hold a QP
+  // that fast recovery just raised to 50).
+  if (q.pace_rate > 0 && rate != q.pace_rate && q.next_at > now)
+    q.next_at = now + Nanos(double(q.next_at - now) * q.pace_rate / rate);
+  q.pace_rate = rate;
+  return allowance;
+}
+
+// Packets the socket refused before go first. False while it still refuses them.
+bool Engine::send_held(Qp& q, TxBatch& b) {
+  if (q.held.empty()) return true;
+  const size_t held = std::min(q.held.size(), kBatch);
+  for (size_t i = 0; i < held; ++i) {
+    b.out[b.n] = std::move(q.held[i].first);
+    b.add(q.held[i].second);
+  }
+  q.held.erase(q.held.begin(), q.held.begin() + long(held));
+  const size_t before = q.held.size();
+  send_batch(q, b);
+  if (q.held.size() > before) {  // still blocked: what came back goes first next time
+    std::rotate(q.held.begin(), q.held.begin() + long(before), q.held.end());
+    q.backlogged = false;
+    return false;
+  }
+  return q.held.empty();
+}
+
+void Engine::transmit(Qp& q, Nanos now) {
+  const double rate = std::min(q.rp.rate(), q.line_bps);
+  const double allowance = pace(q, now, rate);
+  static thread_local std::vector<std::vector<uint8_t>> out(kBatch);
+  TxBatch b{out, sock_addr(q.flow.dst, kRoceUdpPort)};
+  if (!send_held(q, b)) return;
   // Counted only once the socket takes packets again: an interval that ended with the NIC
   // paused (PFC) was not the pacer's to fill.
   q.allowed_bytes += allowance;
   if (q.cnp_due) {
-    Bth b;
-    b.opcode = Opcode::kCnp;
-    b.becn = true;
-    b.dest_qp = q.rc.dest_qpn();
-    build(b, std::nullopt, std::nullopt, {}, q.flow, out[n]);
-    add(true);
+    Bth bth;
+    bth.opcode = Opcode::kCnp;
+    bth.becn = true;
+    bth.dest_qp = q.rc.dest_qpn();
+    build(bth, std::nullopt, std::nullopt, {}, q.flow, out[b.n]);
+    b.add(true);
     q.cnp_due = false;
     ++q.cnp_sent;
     ++endpoints_[q.ep]->stats.cnp_sent;
@@ -320,31 +362,32 @@ void Engine::transmit(Qp& q, Nanos now) {
   Endpoint& ep = *endpoints_[q.ep];
   ep.next_at = std::max(ep.next_at, now - Nanos(depth(q.line_bps)));
   bool nic_limited = false;
-  while (n < kBatch) {
+  while (b.n < kBatch) {
     const bool response = q.rc.response_pending();
     if (!response && q.rc.data_ready() && q.next_at <= now && ep.next_at > now) nic_limited = true;
     if (!response && !(q.rc.data_ready() && q.next_at <= now && ep.next_at <= now)) break;
-    auto t = q.rc.next_tx(now);
+    auto t = q.rc.next_tx(rc_time(q, now));
     if (!t) break;
-    const size_t len = build(t->bth, t->reth, t->aeth, t->payload, q.flow, out[n]);
-    add(false);
-    if (!response) {
-      const size_t wire = len + kFrameOverhead;
-      q.next_at += Nanos(double(wire) * 8e9 / rate);
-      ep.next_at += Nanos(double(wire) * 8e9 / q.line_bps);
-      q.data_wire_bytes += wire;
-      if (measured) q.paced_bytes += wire;
-      q.rp.on_sent(wire, now);
-      ++data;
-    }
+    const size_t len = build(t->bth, t->reth, t->aeth, t->payload, q.flow, out[b.n]);
+    b.add(false);
+    if (response) continue;
+    const size_t wire = len + kFrameOverhead;
+    q.next_at += Nanos(double(wire) * 8e9 / rate);
+    ep.next_at += Nanos(double(wire) * 8e9 / q.line_bps);
+    q.data_wire_bytes += wire;
+    ep.sent_this_turn += wire;
+    if (q.measured) q.paced_bytes += wire;
+    q.rp.on_sent(wire, now);
   }
   // The pacing error counts only time when this QP's own rate was the limit: not the window
   // (waiting for ACKs), not the NIC (other QPs using the line).
   q.backlogged = q.rc.data_ready() && !nic_limited && ep.next_at <= q.next_at;
-  send_batch();
+  send_batch(q, b);
   // A socket that refused packets means the NIC is paused (PFC): not the pacer's doing.
   if (!q.held.empty()) q.backlogged = false;
 }
+
+Nanos Engine::rc_time(const Qp& q, Nanos now) const { return q.nic_paused ? now - q.nic_paused() : now; }
 
 Nanos Engine::next_due(Nanos now) const {
   Nanos due = now + kMaxSleep;
@@ -352,7 +395,8 @@ Nanos Engine::next_due(Nanos now) const {
     if (q->cnp_due || q->rc.response_pending()) return now;
     if (!q->held.empty()) due = std::min(due, now + 100'000);  // the socket was full: retry soon
     if (q->rc.data_ready()) due = std::min(due, std::max(q->next_at, endpoints_[q->ep]->next_at));
-    due = std::min(due, q->rc.next_timer());
+    const Nanos timer = q->rc.next_timer();  // on the QP's RC time
+    if (timer != INT64_MAX) due = std::min(due, timer + (now - rc_time(*q, now)));
   }
   return due;
 }
@@ -368,13 +412,28 @@ void Engine::turn() {
   ++turns_;
   for (size_t i = ep_order_.size(); i > 1; --i)
     std::swap(ep_order_[i - 1], ep_order_[splitmix(turns_ * 0x10000 + i) % i]);
-  for (size_t e : ep_order_)
-    for (size_t id : endpoints_[e]->served) {
+  for (size_t e : ep_order_) {
+    Endpoint& ep = *endpoints_[e];
+    const double allowance = ep.last_turn ? ep.ready_bps * double(now - ep.last_turn) / 8e9 : 0;
+    ep.last_turn = now;
+    ep.sent_this_turn = 0;
+    double ready = 0;
+    bool refused = false;
+    for (size_t id : ep.served) {
       Qp& q = *qps_[id];
-      q.rc.on_timer(now);
+      q.rc.on_timer(rc_time(q, now));
       q.rp.advance(now);
       transmit(q, now);
+      if (q.rc.data_ready()) ready += std::min(q.rp.rate(), q.line_bps);
+      refused = refused || !q.held.empty();
     }
+    if (ep.ready_bps > 0 && !refused) {
+      ep.allowed_bytes += allowance;
+      ep.paced_bytes += double(ep.sent_this_turn);
+      ep.stats.pacing_error = ep.allowed_bytes > 0 ? ep.paced_bytes / ep.allowed_bytes - 1 : 0;
+    }
+    ep.ready_bps = refused ? 0 : std::min(ready, ep.spec.line_bps);
+  }
 }
 
 bool Engine::run(const std::function<bool()>& done, Nanos deadline) {

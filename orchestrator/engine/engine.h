@@ -33,6 +33,7 @@ struct EndpointStats {
   uint64_t rx_overflow = 0;   // datagrams the kernel dropped because the receive socket was full
   uint64_t send_errors = 0;   // packets the kernel refused (not a full queue): a bug, never expected
   int last_send_error = 0;    // its errno
+  double pacing_error = 0;    // the NIC as a whole: data sent / what its ready QPs' rates allowed, - 1
 };
 
 struct QpReport {
@@ -60,7 +61,8 @@ class Engine {
   // 0xC000–0xFFFF is its UDP source port.
   std::optional<size_t> add_qp(size_t ep, uint32_t qpn, uint32_t remote_addr, uint32_t remote_qpn,
                                uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
-                               std::string& why, uint8_t tos = kTosData);  // data and ACKs leave with `tos`
+                               std::string& why, uint8_t tos = kTosData,  // data and ACKs leave with `tos`
+                               std::function<Nanos()> nic_paused = {});  // time its NIC was held by PFC
   RcQp& qp(size_t id);
   const RcQp& qp(size_t id) const;
 
@@ -78,7 +80,12 @@ class Engine {
   struct Qp;
   void receive(Endpoint& ep, Nanos now);
   void transmit(Qp& q, Nanos now);
+  double pace(Qp& q, Nanos now, double rate);
+  struct TxBatch;
+  bool send_held(Qp& q, TxBatch& b);
+  void send_batch(Qp& q, TxBatch& b);
   Nanos next_due(Nanos now) const;
+  Nanos rc_time(const Qp& q, Nanos now) const;
 
   DcqcnParams dcqcn_;
   const Clock& clock_;

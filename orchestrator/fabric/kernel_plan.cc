@@ -75,6 +75,7 @@ std::string format_mac(const netlink::Mac& m) {
 KernelPlan plan_kernel(const model::Scenario& s) {
   KernelPlan kp;
   kp.port_config = make_port_config(s.qos);
+  for (const auto& l : s.links) kp.max_link_delay_ns = std::max(kp.max_link_delay_ns, l.delay.ns);
   if (s.qos.pfc.headroom) kp.pfc_headroom = static_cast<uint32_t>(std::min<uint64_t>(s.qos.pfc.headroom->n, UINT32_MAX));
   kp.nodes.resize(s.nodes.size());
   // Port index of every link end, for the peer fields.

@@ -62,6 +62,7 @@ struct KernelPlan {
   size_t ports = 0;             // slots in use
   rl_config port_config{};      // what every port program shares
   uint32_t pfc_headroom = 0;    // qos.pfc.headroom: every port's physical headroom (0: 2 x its MTU)
+  int64_t max_link_delay_ns = 0;  // physical; not applied (no propagation delay is emulated yet)
   std::vector<NodePlan> nodes;  // same order as Scenario::nodes
   std::vector<VethPlan> veths;  // same order as Scenario::links
 };

@@ -245,7 +245,12 @@ Status LocalTestbed::write_link(const PortRef& p, bool up) {
   return ok();
 }
 
-Result<Change> LocalTestbed::set_link(const PortRef& p, bool up) {
+std::function<int64_t()> LocalTestbed::pause_clock(const PortRef& p, uint32_t prio) {
+  const bpf::Counters* c = &maps_->counters();
+  return [c, slot = p.slot, prio, clock = &clock_] { return int64_t(c->paused_ns(slot, prio, uint64_t(clock->now()))); };
+}
+
+Result<fabric::Change> LocalTestbed::set_link(const PortRef& p, bool up) {
   bool before = false;
   {
     auto in = enter(netns_fd(p.node), nodes_[p.node].name);

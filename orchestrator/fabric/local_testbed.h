@@ -39,6 +39,7 @@ class LocalTestbed final : public Testbed {
   Result<Change> set_loss(const PortRef& p, double probability, uint64_t seed) override;
   Result<Change> set_pause(const PortRef& p, uint32_t prio, bool paused) override;
   Result<Change> set_link(const PortRef& p, bool up) override;
+  std::function<int64_t()> pause_clock(const PortRef& p, uint32_t prio) override;
 
  private:
   LocalTestbed() = default;

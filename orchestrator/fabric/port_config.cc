@@ -27,6 +27,10 @@ rl_config make_port_config(const model::Qos& q) {
   c.lossless_mask = q.lossless_mask;
   c.pfc_mask = q.pfc_enabled ? q.pfc_mask : 0;
   c.pfc_quanta = static_cast<uint16_t>(q.pfc.quanta);
+  c.pfc_trigger = q.pfc.per_ingress ? RL_PFC_TRIGGER_INGRESS : RL_PFC_TRIGGER_EGRESS;
+  // A row of pg_ring per PFC priority (the queues that hold priority groups).
+  c.pg_rows = 0;
+  for (uint32_t p = 0; p < RL_NUM_PRIO; ++p) c.pg_index[p] = (c.pfc_mask >> p) & 1 ? uint8_t(c.pg_rows++) : 0xff;
   c.pfc_xoff = static_cast<uint32_t>(std::min<uint64_t>(q.pfc.xoff.n, UINT32_MAX));
   c.pfc_xon = static_cast<uint32_t>(std::min<uint64_t>(q.pfc.xon.value_or(model::Bytes{0}).n, UINT32_MAX));
   c.buffer_size = static_cast<uint32_t>(std::min<uint64_t>(q.buffer.size.n, UINT32_MAX));

@@ -208,6 +208,11 @@ struct Fabric::Steps {
 
 bool Fabric::build(const UpOptions& o, std::string& why) {
   const auto t0 = Clock::now();
+  if (plan_.max_link_delay_ns > 0)
+    notes_.push_back("link delay (up to " + model::format_duration(model::Duration{plan_.max_link_delay_ns}) +
+                     " physical) is not applied: rocelab emulates no propagation delay yet (it needs netem or fq "
+                     "with EDT, which this build does not drive); PFC headroom and pause figures are those of "
+                     "links without delay");
   Steps st{o, why};
   sys::raise_fd_limit();
   // The port programs load first: a kernel that refuses them fails before anything is made.
@@ -236,7 +241,8 @@ bool Fabric::load_programs(std::string& why) {
       if (!progs_->set_port_info(p.slot, info, why)) return false;
     }
     const auto h = bpf::node_headroom(headroom_inputs(plan_, np), plan_.port_config.pfc_xoff,
-                                      plan_.port_config.buffer_size, bpf::kInitialReactionBudgetNs);
+                                      plan_.port_config.buffer_size, bpf::kInitialReactionBudgetNs,
+                                      plan_.port_config.pfc_trigger == RL_PFC_TRIGGER_INGRESS);
     for (size_t i = 0; i < np.ports.size(); ++i)
       if (!progs_->set_port_headroom(np.ports[i].slot, h[i], why)) return false;
   }

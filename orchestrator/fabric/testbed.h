@@ -90,6 +90,9 @@ class Testbed {
   virtual Result<Change> set_pause(const PortRef& p, uint32_t prio, bool paused) = 0;
   // The port's administrative state (its veth peer loses carrier with it).
   virtual Result<Change> set_link(const PortRef& p, bool up) = 0;
+  // How long `prio` on `p` has been held by received PFC so far (CLOCK_MONOTONIC ns, a
+  // pause in force included), read cheaply and often: an RNIC's timers stop while it is.
+  virtual std::function<int64_t()> pause_clock(const PortRef& p, uint32_t prio) = 0;
 };
 
 }  // namespace rocelab::fabric

@@ -137,6 +137,7 @@ class Loader {
     if (auto v = m.take("rate")) port.rate = r_.rate(*v, kRateMin, kRateMax);
     if (auto v = m.take("mtu"))
       if (auto n = r_.integer(*v, kMtuMin, kMtuMax)) port.mtu = static_cast<uint32_t>(*n);
+    if (auto v = m.take("delay")) port.delay = r_.duration(*v, Duration{0}, Duration{1'000'000'000});
   }
 
   void read_kinds(const Value& v, RawScenario& raw) {
@@ -482,6 +483,8 @@ class Loader {
         if (xonv) if (auto b = r_.bytes(*xonv, Bytes{0}, Bytes{1ULL << 30})) raw.xon = *b, q.pfc.xon = *b;
         if (auto qv = pm->take("quanta"))
           if (auto n = r_.integer(*qv, 1, 65535)) q.pfc.quanta = static_cast<uint32_t>(*n);
+        if (auto tv = pm->take("trigger"))
+          if (auto t = r_.choice(*tv, {"ingress", "egress"})) q.pfc.per_ingress = *t == "ingress";
         if (auto hv = pm->take("headroom")) {
           raw.headroom_pos = hv->pos;
           if (auto b = r_.bytes(*hv, Bytes{0}, Bytes{1ULL << 30})) q.pfc.headroom = *b;
@@ -544,6 +547,8 @@ class Loader {
     if (auto v = m.take("rate_min")) o.rate_min = r_.rate(*v, rmin, rmax);
     if (auto v = m.take("clamp_target")) o.clamp_target = r_.boolean(*v);
     if (auto v = m.take("clamp_target_after_timer")) o.clamp_target_after_timer = r_.boolean(*v);
+    if (auto v = m.take("notification_point")) o.notification_point = r_.boolean(*v);
+    if (auto v = m.take("reaction_point")) o.reaction_point = r_.boolean(*v);
     m.done();
   }
 

@@ -14,6 +14,7 @@ namespace rocelab::model {
 struct RawPort {
   std::optional<Rate> rate;
   std::optional<uint32_t> mtu;
+  std::optional<Duration> delay;  // one-way propagation (cable length)
 };
 
 struct RawNode {

@@ -80,6 +80,7 @@ struct Link {
   Endpoint a, b;
   Rate rate;
   uint32_t mtu = kDefaultMtu;
+  Duration delay{0};  // one-way propagation, physical (not applied on kernels without netem)
   Ipv4Prefix subnet{};  // a /31: a takes the even address, b the odd one
   Position pos;
 
@@ -121,6 +122,10 @@ struct EcnConfig {
 };
 
 struct PfcConfig {
+  // What XOFF counts: per ingress port and priority, the bytes the switch holds that came in
+  // through it (its priority group, as switches do: the default), or the egress queue a
+  // packet joins, from every input (qos.pfc.trigger: egress).
+  bool per_ingress = true;
   Bytes xoff{128 * 1024};
   std::optional<Bytes> xon;  // default XOFF - 2 x MTU, resolved against the fabric's MTU
   uint32_t quanta = 65535;
@@ -161,10 +166,11 @@ struct DcqcnOverrides {
   std::optional<int> threshold;
   std::optional<Rate> rate_ai, rate_hai, rate_min;
   std::optional<bool> clamp_target, clamp_target_after_timer;
+  std::optional<bool> notification_point, reaction_point;  // each end of DCQCN on or off
   bool empty() const {
     return !cnp_interval && !alpha_timer && !alpha_window && !rate_timer && !reduce_period && !g &&
            !initial_alpha && !max_cut && !byte_counter && !threshold && !rate_ai && !rate_hai && !rate_min &&
-           !clamp_target && !clamp_target_after_timer;
+           !clamp_target && !clamp_target_after_timer && !notification_point && !reaction_point;
   }
 };
 

@@ -298,6 +298,7 @@ class Builder {
       for (size_t i : hits) {
         if (rl.port.rate) link_port_[i].rate = rl.port.rate;
         if (rl.port.mtu) link_port_[i].mtu = rl.port.mtu;
+        if (rl.port.delay) link_port_[i].delay = rl.port.delay;
         if (rl.subnet) subnet_pin_[i] = {*rl.subnet, rl.subnet_pos};
         s_.links[i].pos = rl.pos;
       }
@@ -447,6 +448,7 @@ class Builder {
       RawPort e;
       e.rate = kind_port(k).rate.value_or(raw_.defaults.rate.value_or(kDefaultRate));
       e.mtu = kind_port(k).mtu.value_or(raw_.defaults.mtu.value_or(kDefaultMtu));
+      e.delay = kind_port(k).delay.value_or(raw_.defaults.delay.value_or(Duration{0}));
       return e;
     };
     auto layered = [&](size_t li) {
@@ -457,15 +459,18 @@ class Builder {
         if (auto np = node_port_.find(node); np != node_port_.end()) {
           if (np->second.rate) e.rate = np->second.rate;
           if (np->second.mtu) e.mtu = np->second.mtu;
+          if (np->second.delay) e.delay = np->second.delay;
         }
         return e;
       };
       RawPort a = end(l.a.node), b = end(l.b.node), out;
       out.rate = lower_of(a.rate, b.rate);
       out.mtu = lower_of(a.mtu, b.mtu);
+      out.delay = std::max(*a.delay, *b.delay);  // a cable as long as either end says
       if (auto lp = link_port_.find(li); lp != link_port_.end()) {
         if (lp->second.rate) out.rate = lp->second.rate;
         if (lp->second.mtu) out.mtu = lp->second.mtu;
+        if (lp->second.delay) out.delay = lp->second.delay;
       }
       return out;
     };
@@ -507,6 +512,7 @@ class Builder {
       RawPort p = layered(li);
       s_.links[li].rate = *p.rate;
       s_.links[li].mtu = *p.mtu;
+      s_.links[li].delay = *p.delay;
       if (*p.rate < slowest) {
         slowest = *p.rate;
         slowest_name = s_.nodes[s_.links[li].a.node].name + "-" + s_.nodes[s_.links[li].b.node].name;

@@ -71,6 +71,8 @@ ordered_json dcqcn_json(const HostsConfig& h) {
   rate("rate_min", o.rate_min);
   if (o.clamp_target) j["clamp_target"] = *o.clamp_target;
   if (o.clamp_target_after_timer) j["clamp_target_after_timer"] = *o.clamp_target_after_timer;
+  if (o.notification_point) j["notification_point"] = *o.notification_point;
+  if (o.reaction_point) j["reaction_point"] = *o.reaction_point;
   return j;
 }
 
@@ -90,6 +92,7 @@ ordered_json qos_json(const Qos& q) {
     j["ecn"] = {{"preset", q.ecn.preset}};
   }
   ordered_json pfc;
+  pfc["trigger"] = q.pfc.per_ingress ? "ingress" : "egress";
   pfc["xoff"] = format_bytes(q.pfc.xoff);
   if (q.pfc.xon) pfc["xon"] = format_bytes(*q.pfc.xon);
   pfc["quanta"] = q.pfc.quanta;
@@ -190,6 +193,7 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
     links.push_back({{"endpoints", {end_name(s, l.a), end_name(s, l.b)}},
                      {"rate", format_rate(l.rate)},
                      {"mtu", l.mtu},
+                     {"delay", format_duration(l.delay)},
                      {"subnet", format_prefix(l.subnet)}});
   j["links"] = links;
   j["qos"] = qos_json(s.qos);

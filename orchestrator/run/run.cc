@@ -121,7 +121,8 @@ void note_headroom_caps(RunContext& c) {
     if (np.host || !kp.port_config.buffer_size || !kp.port_config.pfc_mask) continue;
     uint64_t need = 0;  // the largest limit the node's lossless queues would need, uncapped
     for (const auto& h : bpf::node_headroom(fabric::headroom_inputs(kp, np), kp.port_config.pfc_xoff, 0,
-                                            bpf::kInitialReactionBudgetNs))
+                                            bpf::kInitialReactionBudgetNs,
+                                            kp.port_config.pfc_trigger == RL_PFC_TRIGGER_INGRESS))
       need = std::max<uint64_t>(need, h.lossless_limit);
     if (need > kp.port_config.buffer_size)
       c.notes.push_back(np.node + ": XOFF + the headroom of its ports (" + std::to_string(need) +

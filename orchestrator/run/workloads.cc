@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -78,8 +79,22 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
       wg.samples.push_back(Sample{l, w.goodput_bps * d});
       ru.samples.push_back(Sample{l, w.rx_utilization});
       bu.samples.push_back(Sample{l, a.bottleneck[wi]});
+      // How evenly its flows were served: slowest FCT over fastest, Jain's index of goodputs.
+      double lo = 1e300, hi = 0, sum = 0, sq = 0;
+      for (size_t fi : w.flows) {
+        const auto& f = r.flows[fi];
+        lo = std::min(lo, f.fct_s);
+        hi = std::max(hi, f.fct_s);
+        sum += f.goodput_bps;
+        sq += f.goodput_bps * f.goodput_bps;
+      }
+      if (!w.flows.empty() && lo > 0) series("fct_spread").samples.push_back(Sample{l, hi / lo});
+      if (sq > 0) series("jain_index").samples.push_back(Sample{l, sum * sum / (double(w.flows.size()) * sq)});
     }
   }
+  double timeouts = 0;
+  for (const auto& f : r.flows) timeouts += double(f.timeouts);
+  m["rc_timeouts"] = MetricValue{MetricKind::kScalar, timeouts, {}};
   auto& ft = series("fairness_time");
   auto& fsr = series("fair_share_ratio");
   for (const auto& w : a.fairness)

@@ -17,7 +17,8 @@ class Builtin final : public Backend {
   }
   Result<size_t> add_qp(size_t ep, const QpSpec& q) override {
     std::string why;
-    auto id = eng_.add_qp(ep, q.qpn, q.remote_addr, q.remote_qpn, q.sport, q.send_psn, q.expect_psn, q.rc, why, q.tos);
+    auto id = eng_.add_qp(ep, q.qpn, q.remote_addr, q.remote_qpn, q.sport, q.send_psn, q.expect_psn, q.rc, why, q.tos,
+                          q.nic_paused);
     if (!id) return error(Errc::kEnvironment, why);
     return *id;
   }

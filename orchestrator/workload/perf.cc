@@ -42,14 +42,23 @@ std::vector<uint8_t> message_pattern(size_t n, uint64_t seed) {
   return v;
 }
 
+// IB local ACK timeout exponent 8: 4.096 us x 2^8 = 1.05 ms physical. Exponent 5 (131 us)
+// timed out under PFC in lossless fabrics with no drop (a fat-tree all-to-all whose pauses
+// chain over hops held ACKs past it); RNICs ship larger values still (perftest 14, NCCL 20).
+constexpr int64_t kAckTimeoutNs = 4096LL << 8;
+
 engine::RcConfig rc_config(uint32_t mtu, double slower_line_bps, const model::TimeScale& scale) {
   engine::RcConfig rc;
   rc.mtu = mtu;
   rc.window = 256;
   rc.ack_req_every = 64;  // four ACKs per window: fewer syscalls, the window never stalls
   const double window_ns = double(rc.window) * (rc.mtu + 100) * 8e9 / std::max(slower_line_bps, 1.0);
-  rc.rto = std::clamp<engine::Nanos>(
-      std::max(scale.emulate(model::Duration{131'072}).ns, engine::Nanos(4 * window_ns)), 5'000'000, 2'000'000'000);
+  // Both terms scale with D (times x D; the window's serialisation at rates / D), so the
+  // physical timeout is the same at any D: no cap in emulated time (one made the physical
+  // timeout shrink as D grew, and the retransmissions move with D). 5 ms is the software
+  // timer's floor, which bites only below D ~ 40.
+  rc.rto = std::max({scale.emulate(model::Duration{kAckTimeoutNs}).ns, engine::Nanos(4 * window_ns),
+                     engine::Nanos{5'000'000}});
   return rc;
 }
 

@@ -48,7 +48,7 @@ std::vector<uint8_t> message_pattern(size_t n, uint64_t seed);
 uint32_t ib_mtu_for(uint32_t netdev_mtu);
 
 // The RC settings every workload QP uses between two NICs: a 256-packet window, AckReq every
-// 64 packets, and a timeout floor of physical 131 µs (IB local ACK timeout 5) × D but at
+// 64 packets, and a timeout floor of physical 1.05 ms (IB local ACK timeout 8) × D but at
 // least four times what a full window takes at the slower line rate (the host's own queue
 // may hold the whole window); above the floor the QP follows measured round trips.
 engine::RcConfig rc_config(uint32_t mtu, double slower_line_bps, const model::TimeScale& scale);

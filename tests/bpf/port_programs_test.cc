@@ -166,6 +166,9 @@ class PortPrograms : public ::testing::Test {
     if (geteuid() != 0) GTEST_SKIP() << "needs root (CAP_BPF, CAP_NET_ADMIN); run the bpf tier as root";
     ASSERT_TRUE(lab().progs) << lab().why;
     set_config(base_config());
+    rl_depth_override off{};  // each test reads the real classes unless it injects depths
+    uint32_t zero = 0;
+    ASSERT_EQ(bpf_map_update_elem(lab().progs->depth_override_fd(), &zero, &off, BPF_ANY), 0);
   }
   int egress() const { return lab().progs->egress_fd(); }
   rl_counters at(int ifindex, uint32_t prio) const {
@@ -334,7 +337,9 @@ TEST_F(PortPrograms, LossFaultDropsItsShareRepeatablyAndCountsIt) {
     run(egress(), udp_frame(26, 2), kPortA, packets);
     rl_counters after = at(kPortA, 3);
     for (int d = 0; d < RL_DROP__MAX; ++d)
-      if (d != RL_DROP_FAULT) EXPECT_EQ(after.drops[d], before.drops[d]);
+      if (d != RL_DROP_FAULT) {
+        EXPECT_EQ(after.drops[d], before.drops[d]);
+      }
     EXPECT_EQ(after.tx_packets - before.tx_packets + after.drops[RL_DROP_FAULT] - before.drops[RL_DROP_FAULT], packets);
     return after.drops[RL_DROP_FAULT] - before.drops[RL_DROP_FAULT];
   };
@@ -411,12 +416,24 @@ std::vector<rl_pfc_event> drain_events() {
   return out;
 }
 
+// PFC triggered by egress occupancy (qos.pfc.trigger: egress).
 rl_config pfc_config(uint32_t xoff, uint32_t xon) {
   rl_config c = base_config();
   c.pfc_mask = 1u << 3;
   c.pfc_quanta = 0xffff;
   c.pfc_xoff = xoff;
   c.pfc_xon = xon;
+  c.pfc_trigger = RL_PFC_TRIGGER_EGRESS;
+  return c;
+}
+
+// PFC by priority group (the default): one pg_ring row, for priority 3.
+rl_config pg_config(uint32_t xoff, uint32_t xon) {
+  rl_config c = pfc_config(xoff, xon);
+  c.pfc_trigger = RL_PFC_TRIGGER_INGRESS;
+  c.pg_rows = 1;
+  for (auto& i : c.pg_index) i = 0xff;
+  c.pg_index[3] = 0;
   return c;
 }
 
@@ -735,3 +752,98 @@ TEST_F(PortPrograms, PauseWatchCountsWhatAPausedPortStillSends) {
   EXPECT_EQ(arrived(3) - d3, 20u);
   EXPECT_EQ(watch->read(c, 3).leaked_packets, 10u);
 }
+
+namespace {
+int64_t pg_of(int ifindex, uint32_t prio) {
+  uint32_t key = uint32_t(ifindex - RL_FIRST_PORT_IFINDEX) * RL_NUM_PRIO + prio;
+  int64_t v = 0;
+  bpf_map_lookup_elem(lab().progs->pg_bytes_fd(), &key, &v);
+  return v;
+}
+void clear_pg(int ifindex, uint32_t prio) {
+  uint32_t key = uint32_t(ifindex - RL_FIRST_PORT_IFINDEX) * RL_NUM_PRIO + prio;
+  int64_t zero = 0;
+  rl_pfc_tx_state clear{};
+  ASSERT_EQ(bpf_map_update_elem(lab().progs->pg_bytes_fd(), &key, &zero, BPF_ANY), 0);
+  ASSERT_EQ(bpf_map_update_elem(lab().progs->pfc_tx_state_fd(), &key, &clear, BPF_ANY), 0);
+}
+}  // namespace
+
+// Per ingress (the default): B's and C's packets join A's priority-3 queue; each port's PG
+// counts only its own bytes; XOFF goes to B when B's PG reaches XOFF, however little C
+// holds; when the queue drains (a sync sees it hold less), the oldest bytes leave first —
+// B's, then C's — and B is resumed once its own PG falls below XON.
+TEST_F(PortPrograms, PriorityGroupsCountPerIngressAndDrainInFifoOrder) {
+  const uint32_t xoff = 100000, xon = 90000, len = 128;
+  set_config(pg_config(xoff, xon));
+  for (int p : {kPortA, kPortB, kPortC}) set_port_info(p, {2, 0, 0, 0, 0, uint8_t(p)}, 5120000);
+  std::string why;
+  for (uint32_t slot : {1u, 2u}) ASSERT_TRUE(lab().progs->set_port_headroom(slot, {3000, 50000, xoff + 50000, 0}, why));
+  clear_pg(kPortB, 3);
+  clear_pg(kPortC, 3);
+  uint32_t row = 0;  // port A (slot 0), priority 3's row
+  std::vector<uint8_t> empty(sizeof(rl_pg_ring), 0);
+  ASSERT_EQ(bpf_map_update_elem(lab().progs->pg_ring_fd(), &row, empty.data(), BPF_ANY), 0);
+  drain_events();
+  set_depth(3, 1u << 30);  // the queue holds all it got: nothing has left
+  const uint32_t below = xoff / len;  // 781 packets: 99,968 bytes
+  EXPECT_EQ(run(egress(), udp_frame(26, 2), kPortA, below, 0, kPortB).retval, 0);
+  EXPECT_EQ(pg_of(kPortB, 3), int64_t(below) * len);
+  EXPECT_TRUE(drain_events().empty()) << "below XOFF: nothing";
+  EXPECT_EQ(run(egress(), udp_frame(26, 2), kPortA, 10, 0, kPortC).retval, 0);
+  EXPECT_EQ(pg_of(kPortC, 3), 10 * int64_t(len)) << "C's PG holds C's bytes only";
+  EXPECT_TRUE(drain_events().empty()) << "the queue holds over XOFF, but no PG does: no pause";
+  EXPECT_EQ(run(egress(), udp_frame(26, 2), kPortA, 1, 0, kPortB).retval, 0);
+  auto ev = drain_events();
+  ASSERT_EQ(ev.size(), 1u) << "B's PG at XOFF: pause B";
+  EXPECT_EQ(ev[0].quanta, 0xffff);
+  EXPECT_EQ(ev[0].slot, 0u) << "received by B's peer, A";
+  const int64_t b = (below + 1) * len, c = 10 * len;
+  ASSERT_EQ(pg_of(kPortB, 3), b);
+  // The queue drained by 10,000 bytes, all of them B's oldest (a probe syncs, as the agent's).
+  auto sync = [&](uint32_t depth) {
+    set_depth(3, depth);
+    EXPECT_EQ(run(egress(), udp_frame(26, 2), kPortA, 1, RL_MARK_PROBE(3)).retval, int(depth));
+    return drain_events();
+  };
+  EXPECT_TRUE(sync(uint32_t(b + c - 10000)).empty()) << "B at 90,096: still at or above XON";
+  EXPECT_EQ(pg_of(kPortB, 3), b - 10000);
+  EXPECT_EQ(pg_of(kPortC, 3), c) << "C's bytes are the newest: none left yet";
+  ev = sync(uint32_t(b + c - 10200));
+  ASSERT_EQ(ev.size(), 1u) << "B's PG below XON: resume B";
+  EXPECT_EQ(ev[0].quanta, 0);
+  // The queue in order: B's first 781 packets, C's 10, B's 782nd. With 768 bytes left, B's
+  // first 99,968 and C's first 640 have gone; B's last packet (after C's) is still there.
+  EXPECT_TRUE(sync(uint32_t(c - 512)).empty());
+  EXPECT_EQ(pg_of(kPortB, 3), int64_t(len)) << "B's newest packet came after C's";
+  EXPECT_EQ(pg_of(kPortC, 3), c - 512 - int64_t(len));
+  EXPECT_TRUE(sync(0).empty());
+  EXPECT_EQ(pg_of(kPortB, 3), 0);
+  EXPECT_EQ(pg_of(kPortC, 3), 0);
+}
+
+// A PG's limit is XOFF + its own port's headroom: one byte beyond is a headroom drop, and
+// another port's PG is not affected.
+TEST_F(PortPrograms, APriorityGroupStopsAtXoffPlusItsPortsHeadroom) {
+  const uint32_t xoff = 100000, xon = 90000, len = 128, limit = xoff + 1000;
+  set_config(pg_config(xoff, xon));
+  std::string why;
+  ASSERT_TRUE(lab().progs->set_port_headroom(1, {3000, 1000, limit, 0}, why));
+  ASSERT_TRUE(lab().progs->set_port_headroom(2, {3000, 50000, xoff + 50000, 0}, why));
+  clear_pg(kPortB, 3);
+  clear_pg(kPortC, 3);
+  uint32_t row = 0;
+  std::vector<uint8_t> empty(sizeof(rl_pg_ring), 0);
+  ASSERT_EQ(bpf_map_update_elem(lab().progs->pg_ring_fd(), &row, empty.data(), BPF_ANY), 0);
+  set_depth(3, 1u << 30);
+  const uint32_t fit = limit / len;  // 789 packets: 100,992 bytes
+  rl_counters before = at(kPortA, 3);
+  run(egress(), udp_frame(26, 2), kPortA, fit, 0, kPortB);
+  EXPECT_EQ(pg_of(kPortB, 3), int64_t(fit) * len);
+  EXPECT_EQ(run(egress(), udp_frame(26, 2), kPortA, 1, 0, kPortB).retval, 2) << "one more: beyond the PG's limit";
+  EXPECT_EQ(at(kPortA, 3).drops[RL_DROP_HEADROOM] - before.drops[RL_DROP_HEADROOM], 1u);
+  EXPECT_EQ(run(egress(), udp_frame(26, 2), kPortA, 1, 0, kPortC).retval, 0) << "C's PG has room";
+  drain_events();
+  for (uint32_t slot : {1u, 2u}) ASSERT_TRUE(lab().progs->set_port_headroom(slot, rl_port_headroom{}, why));
+}
+

@@ -122,8 +122,7 @@ class Incast(unittest.TestCase):
                       if i["counters"]["rx_dropped"] or i["counters"]["tx_dropped"]}
         udp = {n: self.udp_errors(n) for n in self.nodes if n != "sw"}
         udp_bad = {n: e for n, e in udp.items() if any(e.values())}
-        # The agent's figures as `rocelab stats` shows them (it rewrites them every 0.5 s).
-        time.sleep(0.6)
+        # The agent's figures as `rocelab stats` shows them (asked of the agent over its socket).
         r = rocelab("stats", "-j", "--instance", self.instance)
         self.assertEqual(r.returncode, 0, r.stderr)
         agent = json.loads(r.stdout)["agent"]
@@ -136,6 +135,11 @@ class Incast(unittest.TestCase):
               f"over {agent['reaction_ns']['count']} pauses; sent while paused: {agent['pause_tail_packets']} "
               f"within the one-frame allowance, {agent['leaked_packets']} leaked", file=sys.stderr)
         print("tcpdump: " + (decoded.splitlines()[0] if decoded else "(nothing)"), file=sys.stderr)
+        peak = max(q["depth_max"] for p in ports if p["node"] == "sw" for q in p["priorities"])
+        print(f"queue toward the receiver peaked at {peak} B", file=sys.stderr)
+        full = {f"{p['node']}:{p['port']}/{q['prio']}": q["pg_runs_full"] for p in ports for q in p["priorities"]
+                if q.get("pg_runs_full")}
+        self.assertEqual(full, {}, "every queued packet's ingress port recorded (PG runs never full)")
         self.assertEqual(drops, {}, "drops counted by the programs")
         self.assertEqual(shaper_drops, {}, "qdisc drops")
         self.assertEqual(link_drops, {}, "veth rx/tx dropped")

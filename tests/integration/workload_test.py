@@ -71,14 +71,15 @@ class DcqcnOnOff(InTempDir):
             util = res["workloads"]["workloads"][0]["bottleneck_utilization"]
             figures[name] = dict(exit=r.returncode, util=util, pause=m.get("pause_time", 0),
                                  pfc=total(m.get("pfc_rx")), cnp=m.get("cnp_sent", 0),
-                                 retrans=m.get("retransmits", 0), digest=m.get("digest_errors"),
+                                 retrans=m.get("retransmits", 0), timeouts=m.get("rc_timeouts", 0),
+                                 digest=m.get("digest_errors"),
                                  drops=m.get("lossless_drops"), error=res.get("error"),
                                  failed=[a for a in res.get("assertions", []) if a.get("outcome") != "pass"])
         on, off = figures["on"], figures["off"]
         print(f"\nincast 7:1, DCQCN paper: bottleneck {on['util']:.1%} busy, pause time {on['pause'] * 1e3:.2f} ms, "
-              f"PFC frames {on['pfc']:.0f}, CNPs {on['cnp']:.0f}, retransmits {on['retrans']:.0f}\n"
+              f"PFC frames {on['pfc']:.0f}, CNPs {on['cnp']:.0f}, retransmits {on['retrans']:.0f} ({on['timeouts']:.0f} timeouts)\n"
               f"incast 7:1, DCQCN off:   bottleneck {off['util']:.1%} busy, pause time {off['pause'] * 1e3:.2f} ms, "
-              f"PFC frames {off['pfc']:.0f}, CNPs {off['cnp']:.0f}, retransmits {off['retrans']:.0f}\n"
+              f"PFC frames {off['pfc']:.0f}, CNPs {off['cnp']:.0f}, retransmits {off['retrans']:.0f} ({off['timeouts']:.0f} timeouts)\n"
               f"off / on: pause time {off['pause'] / max(on['pause'], 1e-12):.1f}x, "
               f"PFC frames {off['pfc'] / max(on['pfc'], 1):.1f}x", file=sys.stderr)
         for f in (on, off):
@@ -86,17 +87,95 @@ class DcqcnOnOff(InTempDir):
             self.assertEqual(f["digest"], 0, "every byte delivered once, in order")
             self.assertEqual(f["drops"], 0, "lossless")
         self.assertEqual(on["exit"], 0, f"the scenario's own assertions pass: {on['failed']}")
-        self.assertGreaterEqual(on["util"], 0.95, "busy while all seven send")
+        # Per-ingress PFC lets the egress queue reach 7 x XOFF before all pause, and DCQCN cuts
+        # hard on that queue: 60-71 % busy (the HPCC ns-3 simulator, same scenario, 100 ns
+        # links: 76 %). Issue 7's >= 95 % held only under egress-triggered PFC.
+        self.assertGreaterEqual(on["util"], 0.5, "busy while all seven send")
         self.assertGreater(on["cnp"], 0)
+        self.assertEqual(off["cnp"], 0, "dcqcn: off sends no CNPs")
         self.assertGreater(off["pfc"], 0)
+        # Measured 2026-11-24: pause time 1.1-1.3 ms with DCQCN, ~60 ms without (~50x); PFC
+        # frames 117-151 against ~3,900-4,300 (~30x).
         self.assertGreaterEqual(off["pause"], 5 * on["pause"], "pause time falls >= 5x with DCQCN")
-        # Issue 7 also asked PFC frames to fall >= 5x. Under egress-triggered PFC the count
-        # with DCQCN off is the pause loop's and bimodal: 809-3,449 frames in runs of
-        # 2026-11-23 (the binaries before and after the Testbed work alike; 4.4-7.6x and once
-        # 1.5x), depending on whether paused senders starve behind one that holds the queue
-        # in the XON-XOFF band (issue 16, which rebuilds PFC per ingress and re-measures).
-        # Pause time, which users read, falls 17-25x in every run: asserted above.
-        self.assertGreater(on["pfc"], 0, "with DCQCN PFC still fires at the start-up burst")
+        self.assertGreaterEqual(off["pfc"], 5 * on["pfc"], "PFC frames fall >= 5x with DCQCN")
+
+
+def incast_variant(tmp, name, replace, scale=None, seed=None):
+    """incast-dcqcn.yaml under another instance name with `replace` applied, run."""
+    with open(os.path.join(SOURCE, "scenarios", "incast-dcqcn.yaml")) as f:
+        text = f.read().replace("name: incast-dcqcn", f"name: {name}")
+    for a, b in replace:
+        text = text.replace(a, b)
+    path = os.path.join(tmp, f"{name}.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    extra = (["--scale", str(scale)] if scale else []) + (["--seed", str(seed)] if seed else [])
+    return run(path, os.path.join(tmp, f"{name}-{scale}-{seed}"), *extra)
+
+
+def single(metric):
+    return metric[0]["value"] if isinstance(metric, list) else metric
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class PfcOnly(InTempDir):
+    """Issue 16, done-when 1: the 7:1 incast with PFC alone (dcqcn: off), seeds 1-5: every
+    sender served alike (htsim, per-ingress PFC: FCT spread 1.00, Jain 1.00), no timeout,
+    the port busy, nothing dropped; and the peak queue toward the receiver is seven PGs at
+    XOFF plus what each still took after its XOFF, within its headroom."""
+
+    def test_every_sender_gets_its_share(self):
+        xoff, pgs = 128 * 1024, 7
+        for seed in range(1, 6):
+            r, res = incast_variant(self.tmp, f"pfc{os.getpid() % 10000}", [("dcqcn: paper", "dcqcn: off")], seed=seed)
+            m = res["metrics"]
+            self.assertIn(r.returncode, (0, 1), res.get("error"))
+            spread, jain = single(m["fct_spread"]), single(m["jain_index"])
+            util = single(m["bottleneck_utilization"])
+            peak = max(s["value"] for s in m["queue_max"] if s["labels"]["port"] == "host8")
+            over = (peak - pgs * xoff) / pgs
+            print(f"\nPFC only, seed {seed}: FCT spread {spread:.3f}, Jain {jain:.5f}, busy {util:.2%}, timeouts "
+                  f"{m['rc_timeouts']:.0f}, retransmits {m['retransmits']:.0f}, drops {m['lossless_drops']:.0f}, "
+                  f"peak queue {peak:.0f} B = 7 x XOFF + {over:.0f} B a PG", file=sys.stderr)
+            self.assertLessEqual(spread, 1.3)
+            self.assertGreaterEqual(jain, 0.95)
+            self.assertEqual(m["rc_timeouts"], 0, "no RC timeout while paused")
+            self.assertGreaterEqual(util, 0.99)
+            self.assertEqual(m["lossless_drops"], 0)
+            self.assertEqual(m["cnp_sent"], 0)
+            # Each PG reached XOFF; what it took after its XOFF stays within its headroom
+            # (2 x MTU + the rate during the agent's reaction budget: 8,400 + 625,000 B).
+            self.assertGreaterEqual(peak, pgs * xoff)
+            self.assertLessEqual(over, 2 * 4200 + 625_000)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class AtTwiceD(InTempDir):
+    """Issue 16, done-when 4: the same scenario at D and 2 x D gives the same physical
+    figures within noise, and a lossless run with no drop retransmits nothing."""
+
+    def test_a_fat_tree_all_to_all_is_the_same_at_2d(self):
+        path = os.path.join(self.tmp, "ft.yaml")
+        with open(path, "w") as f:
+            f.write(f"name: ft{os.getpid() % 10000}\nseed: 3\nscale: 4000\ndefaults: {{rate: 100G, mtu: 4200}}\n"
+                    "fabric: {type: fat-tree, k: 4}\n"
+                    "workloads:\n  - {name: a2a, type: alltoall, message: 4MB, iterations: 2}\n")
+        fig = {}
+        for d in (4000, 8000):
+            r, res = run(path, os.path.join(self.tmp, f"ft{d}"), "--scale", str(d))
+            self.assertEqual(r.returncode, 0, res.get("error"))
+            m = res["metrics"]
+            fig[d] = dict(busbw=single(m["busbw"]), retrans=m["retransmits"], pause=m["pause_time"], cnp=m["cnp_sent"],
+                          drops=m["lossless_drops"])
+            print(f"\nfat-tree all-to-all at D = {d}: busbw {fig[d]['busbw'] / 1e9:.1f} Gbit/s, retransmits "
+                  f"{fig[d]['retrans']:.0f}, pause time {fig[d]['pause'] * 1e3:.1f} ms, CNPs {fig[d]['cnp']:.0f}",
+                  file=sys.stderr)
+            self.assertEqual(fig[d]["drops"], 0)
+            self.assertEqual(fig[d]["retrans"], 0, "lossless, no drop: nothing retransmitted")
+        a, b = fig[4000], fig[8000]
+        self.assertLess(abs(a["busbw"] / b["busbw"] - 1), 0.15)
+        self.assertLess(abs(a["pause"] / b["pause"] - 1), 0.3)
+        self.assertLess(abs(a["cnp"] / b["cnp"] - 1), 0.3)
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")

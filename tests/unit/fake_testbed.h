@@ -59,6 +59,9 @@ class FakeTestbed final : public fabric::Testbed {
       return ok();
     });
   }
+  std::function<int64_t()> pause_clock(const fabric::PortRef&, uint32_t) override {
+    return [] { return int64_t{0}; };
+  }
   Result<fabric::Change> set_link(const fabric::PortRef& p, bool up) override {
     const bool before = link_up.count(p.slot) ? link_up[p.slot] : true;
     link_up[p.slot] = up;

@@ -18,7 +18,7 @@ TEST(Headroom, IsThePhysicalPartPlusWhatTheRateCarriesDuringTheBudget) {
 // 10 ms: host ports 8,400 + 125,000 = 133,400; the uplink 8,400 + 500,000 = 508,400.
 TEST(Headroom, EachQueueHoldsXoffPlusTheOtherPortsHeadroom) {
   std::vector<HeadroomPort> ports = {{100'000'000, 8400}, {100'000'000, 8400}, {100'000'000, 8400}, {400'000'000, 8400}};
-  auto h = node_headroom(ports, 131072, 0, 10'000'000);
+  auto h = node_headroom(ports, 131072, 0, 10'000'000, false);
   ASSERT_EQ(h.size(), 4u);
   EXPECT_EQ(h[0].headroom, 133'400u);
   EXPECT_EQ(h[3].headroom, 508'400u);
@@ -27,12 +27,23 @@ TEST(Headroom, EachQueueHoldsXoffPlusTheOtherPortsHeadroom) {
   EXPECT_EQ(h[0].base, 8400u);
   EXPECT_EQ(h[0].budget_us, 10'000u);
   // An 800 kB buffer caps the queues that would need more (906,272 for the host ports).
-  auto capped = node_headroom(ports, 131072, 800'000, 10'000'000);
+  auto capped = node_headroom(ports, 131072, 800'000, 10'000'000, false);
   EXPECT_EQ(capped[0].lossless_limit, 800'000u);
   EXPECT_EQ(capped[3].lossless_limit, 131072u + 133'400u * 3);
   // A single port's packets never return through it: it has only its own headroom.
-  auto one = node_headroom({{100'000'000, 8400}}, 131072, 0, 10'000'000);
+  auto one = node_headroom({{100'000'000, 8400}}, 131072, 0, 10'000'000, false);
   EXPECT_EQ(one[0].lossless_limit, 131072u + 133'400u);
+}
+
+// Per ingress (the default): a port's PG holds XOFF, then what its own port still delivers.
+TEST(Headroom, EachPriorityGroupHoldsXoffPlusItsOwnPortsHeadroom) {
+  std::vector<HeadroomPort> ports = {{100'000'000, 8400}, {400'000'000, 8400}};
+  auto h = node_headroom(ports, 131072, 0, 10'000'000, true);
+  EXPECT_EQ(h[0].lossless_limit, 131072u + 133'400u);
+  EXPECT_EQ(h[1].lossless_limit, 131072u + 508'400u);
+  auto capped = node_headroom(ports, 131072, 400'000, 10'000'000, true);
+  EXPECT_EQ(capped[0].lossless_limit, 131072u + 133'400u);
+  EXPECT_EQ(capped[1].lossless_limit, 400'000u);
 }
 
 }  // namespace
