@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 #include <stdexcept>
 
 #include "model/diagnostics.h"
@@ -140,6 +142,31 @@ struct ParseFailure {
   ExprError error;
 };
 
+// An assertion is a line a person writes: these bounds are far above any real one and keep
+// a hostile file from exhausting the stack (recursive descent) or memory (each node keeps
+// its own text, so a long chain costs its length squared).
+constexpr size_t kMaxExpressionChars = 4096;
+constexpr int kMaxNesting = 64;
+
+// A subtree with no metric in it, folded: a divisor that is always 0 is an error at once.
+std::optional<double> constant(const Expr& e) {
+  auto arg = [&](size_t i) { return constant(*e.args[i]); };
+  switch (e.op) {
+    case Expr::Op::kNumber: return e.number;
+    case Expr::Op::kNeg: if (auto a = arg(0)) return -*a; return std::nullopt;
+    case Expr::Op::kAdd: case Expr::Op::kSub: case Expr::Op::kMul: case Expr::Op::kDiv: {
+      auto a = arg(0), b = arg(1);
+      if (!a || !b) return std::nullopt;
+      if (e.op == Expr::Op::kAdd) return *a + *b;
+      if (e.op == Expr::Op::kSub) return *a - *b;
+      if (e.op == Expr::Op::kMul) return *a * *b;
+      if (*b == 0) return std::nullopt;
+      return *a / *b;
+    }
+    default: return std::nullopt;
+  }
+}
+
 class Parser {
  public:
   explicit Parser(std::string_view s) : s_(s) {}
@@ -157,6 +184,15 @@ class Parser {
   [[noreturn]] void fail(size_t at, std::string msg, bool unknown_metric = false) {
     throw ParseFailure{ExprError{unknown_metric, at, std::move(msg)}};
   }
+  // Held by each rule that recurses: '(', an aggregate's argument, not, unary minus.
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& parser, size_t at) : p(parser) {
+      if (++p.depth_ > kMaxNesting)
+        p.fail(at, "nested more than " + std::to_string(kMaxNesting) + " levels deep (parentheses, not, unary minus)");
+    }
+    ~Nest() { --p.depth_; }
+  };
   void skip() {
     while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) ++i_;
   }
@@ -222,6 +258,7 @@ class Parser {
     size_t at = i_;
     if ((s_.substr(i_, 1) == "!" && s_.substr(i_, 2) != "!=") || eat("not")) {
       if (s_[at] == '!') ++i_;
+      Nest nest(*this, at);
       auto inner = parse_not();
       need(*inner, Expr::Type::kBool, "'not'");
       auto e = node(Expr::Op::kNot, Expr::Type::kBool, at);
@@ -274,6 +311,8 @@ class Parser {
       need(*l, Expr::Type::kNumber, "arithmetic");
       auto r = parse_unary();
       need(*r, Expr::Type::kNumber, "arithmetic");
+      if (op == Expr::Op::kDiv)
+        if (auto d = constant(*r); d && *d == 0) fail(r->offset, "division by zero: '" + r->text + "' is always 0");
       l = binary(op, Expr::Type::kNumber, std::move(l), std::move(r));
     }
   }
@@ -281,6 +320,7 @@ class Parser {
     skip();
     size_t at = i_;
     if (eat("-")) {
+      Nest nest(*this, at);
       auto inner = parse_unary();
       need(*inner, Expr::Type::kNumber, "negating");
       auto e = node(Expr::Op::kNeg, Expr::Type::kNumber, at);
@@ -335,6 +375,7 @@ class Parser {
     char c = s_[i_];
     if ((c >= '0' && c <= '9') || c == '.') return parse_number();
     if (c == '(') {
+      Nest nest(*this, at);
       ++i_;
       auto inner = parse_or();
       if (!eat(")")) fail(i_, "expected ')'");
@@ -347,6 +388,7 @@ class Parser {
     std::string name(s_.substr(at, i_ - at));
     if (is_aggregate(name)) {
       if (!eat("(")) fail(i_, "'" + name + "' is an aggregate: write " + name + "(series)");
+      Nest nest(*this, at);
       auto arg = parse_or();
       if (arg->type != Expr::Type::kSeries && !arg->counter)
         fail(arg->offset, name + "() takes a series; '" + arg->text + "' is a single value");
@@ -407,6 +449,7 @@ class Parser {
 
   std::string_view s_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 struct EvalFailure {
@@ -514,6 +557,11 @@ ParsedExpr parse_expression(std::string_view text) {
   ParsedExpr out;
   if (text.find_first_not_of(" \t") == std::string_view::npos) {
     out.error = ExprError{false, 0, "empty assertion"};
+    return out;
+  }
+  if (text.size() > kMaxExpressionChars) {
+    out.error = ExprError{false, 0, "assertion longer than " + std::to_string(kMaxExpressionChars) +
+                                        " characters: split it into several"};
     return out;
   }
   try {

@@ -127,3 +127,37 @@ TEST(Expect, ObservedValuesAreReported) {
   EXPECT_EQ(e.observed[0].first, "min(link_rate)");
   EXPECT_DOUBLE_EQ(e.observed[0].second, 100e9);
 }
+
+// Hostile assertions (issue 17): deep nesting once overflowed the stack, a long chain of
+// unary minus took gigabytes, and a constant divisor of 0 validated.
+TEST(Expect, HostileAssertionsAreRefusedNotCrashedOn) {
+  const std::string deep_parens = std::string(6400, '(') + "links > 1" + std::string(6400, ')');
+  const std::string bangs = std::string(43500, '!') + "(links > 1)";
+  const std::string minus = "links > " + std::string(100000, '-') + "1";
+  std::string long_sum = "links > 1";
+  while (long_sum.size() < 5000) long_sum += " + 1";
+  const struct {
+    std::string text;
+    const char* fragment;
+  } cases[] = {
+      {deep_parens, "longer than 4096"},
+      {std::string(100, '(') + "links > 1" + std::string(100, ')'), "nested more than 64"},
+      {std::string(100, '!') + "(links > 1)", "nested more than 64"},
+      {bangs, "longer than 4096"},
+      {"links > " + std::string(100, '-') + "1", "nested more than 64"},
+      {minus, "longer than 4096"},
+      {long_sum, "longer than 4096"},
+      {"hosts > 1 / 0", "division by zero"},
+      {"hosts > 1 / (2 - 2 * 1)", "division by zero"},
+      {"max(" + std::string(70, '(') + "link_rate" + std::string(70, ')') + ") > 1", "nested more than 64"},
+  };
+  for (const auto& c : cases) {
+    auto p = parse_expression(c.text);
+    ASSERT_TRUE(p.error) << c.text.substr(0, 40);
+    EXPECT_NE(p.error->message.find(c.fragment), std::string::npos) << p.error->message;
+  }
+  // Within the bounds, nesting and a metric divisor still work: 0 there is undecided at run time.
+  EXPECT_EQ(eval(std::string(60, '(') + "links > 1" + std::string(60, ')')), Evaluation::Outcome::kPass);
+  EXPECT_EQ(eval("links / hosts == 3"), Evaluation::Outcome::kPass);
+  EXPECT_EQ(eval("- - links < 13"), Evaluation::Outcome::kPass);
+}
