@@ -35,24 +35,54 @@ std::string_view error_kind_name(ErrorKind k) {
   return "unknown";
 }
 
+namespace {
+// A file's bytes quoted back in a message must not drive the user's terminal: control bytes
+// (ESC, BEL, NUL, ...) are shown as \xNN.
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+}  // namespace
+
 std::string Diagnostic::format() const {
-  std::string out = file;
+  std::string out = printable(file);
   if (pos.line > 0) {
     out += ':' + std::to_string(pos.line);
     if (pos.column > 0) out += ':' + std::to_string(pos.column);
   }
   out += ": ";
-  out += message;
+  out += printable(message);
   return out;
 }
 
 void Diagnostics::add(ErrorKind kind, Position pos, std::string message) {
+  // Past kMaxItems a file is not a scenario with mistakes but something else: one last line
+  // says so instead of hundreds of thousands.
+  if (items_.size() > kMaxItems) return;
+  if (items_.size() == kMaxItems) {
+    items_.push_back(Diagnostic{kind, file_, Position{}, "more than " + std::to_string(kMaxItems) +
+                                                             " errors; stopped listing them"});
+    return;
+  }
   items_.push_back(Diagnostic{kind, file_, pos, std::move(message)});
 }
 
 std::vector<Diagnostic> Diagnostics::sorted() const {
   std::vector<Diagnostic> out = items_;
-  std::stable_sort(out.begin(), out.end(), [](const Diagnostic& a, const Diagnostic& b) {
+  // The "stopped listing" line stays last.
+  const auto end = out.size() > kMaxItems ? out.begin() + long(kMaxItems) : out.end();
+  std::stable_sort(out.begin(), end, [](const Diagnostic& a, const Diagnostic& b) {
     return std::tie(a.pos.line, a.pos.column) < std::tie(b.pos.line, b.pos.column);
   });
   return out;

@@ -68,6 +68,7 @@ struct Diagnostic {
 // Collects diagnostics in the order they are found; printing sorts them by position.
 class Diagnostics {
  public:
+  static constexpr size_t kMaxItems = 100;
   explicit Diagnostics(std::string file = {}) : file_(std::move(file)) {}
   void add(ErrorKind kind, Position pos, std::string message);
   bool empty() const { return items_.empty(); }

@@ -4,6 +4,10 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -802,26 +806,37 @@ std::optional<std::string> rescale(Scenario& s, double d) {
 }
 
 LoadResult load_scenario_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  auto refuse = [&](std::string why) {
     LoadResult res{std::nullopt, Diagnostics(path)};
-    res.diags.add(ErrorKind::kIo, Position{}, "cannot read the file: it is a directory");
+    res.diags.add(ErrorKind::kIo, Position{}, "cannot read the file: " + std::move(why));
     return res;
+  };
+  // Non-blocking, so a FIFO with no writer cannot hang us; only a regular file of bounded
+  // size is read (a device such as /dev/zero never ends).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return refuse(std::strerror(errno));
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return refuse(std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) return refuse("it is a directory");
+  if (!S_ISREG(st.st_mode)) return refuse("not a regular file (a device, FIFO or socket)");
+  if (st.st_size > off_t(kMaxScenarioBytes))
+    return refuse("it is " + std::to_string(st.st_size) + " bytes; a scenario is at most " +
+                  std::to_string(kMaxScenarioBytes) + " bytes");
+  std::string text(size_t(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return refuse(std::strerror(errno));
+    if (n == 0) break;  // shrank while we read
+    got += size_t(n);
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    LoadResult res{std::nullopt, Diagnostics(path)};
-    res.diags.add(ErrorKind::kIo, Position{}, std::string("cannot read the file: ") + std::strerror(errno));
-    return res;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    LoadResult res{std::nullopt, Diagnostics(path)};
-    res.diags.add(ErrorKind::kIo, Position{}, "cannot read the file");
-    return res;
-  }
-  return load_scenario_text(ss.str(), path);
+  text.resize(got);
+  return load_scenario_text(text, path);
 }
 
 }  // namespace rocelab::model

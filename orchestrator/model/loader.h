@@ -20,6 +20,11 @@ struct LoadResult {
   bool ok() const { return scenario.has_value(); }
 };
 
+// A scenario, or a resolved dump of a large fabric, is far smaller; a file beyond this is
+// refused before it is read.
+inline constexpr size_t kMaxScenarioBytes = 16u << 20;
+
+// Reads only a regular file (not a device or FIFO) of at most kMaxScenarioBytes.
 LoadResult load_scenario_file(const std::string& path);
 // `file_label` is what diagnostics name as the file.
 LoadResult load_scenario_text(std::string_view text, const std::string& file_label);

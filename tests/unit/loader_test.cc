@@ -2,6 +2,13 @@
 // reserved sections, instance names, defaults.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "model/loader.h"
 #include "test_util.h"
 
 using namespace rocelab::model;
@@ -210,4 +217,42 @@ TEST(Loader, FileNamesGiveSafeInstanceNames) {
   auto n = default_instance_name("/x/a-very-long-scenario-file-name.yaml");
   EXPECT_LE(n.size(), kInstanceNameMax);
   EXPECT_FALSE(n.empty());
+}
+
+// Hostile files (issue 17): a device never ends, a FIFO with no writer never answers, a
+// huge file is refused unread, bytes that drive a terminal are not echoed, and a file of
+// nothing but mistakes gets a bounded list.
+TEST(Loader, HostileFilesAreRefusedBoundedAndQuoted) {
+  auto first = [](const LoadResult& r) { return r.diags.sorted().front().format(); };
+  EXPECT_NE(first(load_scenario_file("/dev/zero")).find("not a regular file"), std::string::npos);
+
+  char dir[] = "/tmp/rocelab-loader-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string fifo = std::string(dir) + "/fifo.yaml", big = std::string(dir) + "/big.yaml",
+                    bad = std::string(dir) + "/bad.yaml";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(first(load_scenario_file(fifo)).find("not a regular file"), std::string::npos);
+  {
+    std::ofstream(big).seekp(std::streamoff(kMaxScenarioBytes)) << 'x';
+  }
+  EXPECT_NE(first(load_scenario_file(big)).find("a scenario is at most"), std::string::npos);
+
+  std::string many = kSmall;
+  for (int i = 0; i < 5000; ++i) many += "bogus" + std::to_string(i) + ": 1\n";
+  many += "name: \"\x1b[2J\x07\"\n";
+  {
+    std::ofstream(bad) << many;
+  }
+  const auto r = load_scenario_file(bad);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.diags.size(), Diagnostics::kMaxItems + 1);
+  EXPECT_NE(r.diags.sorted().back().message.find("stopped listing"), std::string::npos);
+  for (const auto& d : r.diags.sorted())
+    for (char c : d.format()) EXPECT_FALSE((unsigned char)c < 0x20 || c == 0x7f) << d.format();
+
+  auto esc = load_scenario_text(std::string(kSmall) + "name: \"a\x1b[2Jb\"\n", "esc.yaml");
+  ASSERT_FALSE(esc.ok());
+  EXPECT_NE(esc.diags.sorted().front().format().find("\\x1b"), std::string::npos) << esc.diags.sorted().front().format();
+  for (const std::string& p : {fifo, big, bad}) std::remove(p.c_str());
+  rmdir(dir);
 }
