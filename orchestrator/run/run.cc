@@ -3,8 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
+#include <cstdlib>
+#include <new>
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <mutex>
 #include <thread>
 
@@ -201,6 +204,55 @@ class TimelineThread {
   bool stop_ = false;
 };
 
+// Stops the workloads when a signal asks (the run's own flag) or when the PFC agent stops
+// answering: without it no received pause is put in force or resumed, a lossless incast
+// stalls, and what would be measured is not PFC. Asks the agent every 250 ms.
+class AgentWatch {
+ public:
+  AgentWatch(fabric::Testbed& tb, const std::atomic<bool>* signal) : tb_(tb), signal_(signal) {
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~AgentWatch() {
+    {
+      std::lock_guard lk(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  const std::atomic<bool>* flag() const { return &stop_; }
+  // Why the agent was given up on; empty while it answered.
+  std::string dead() {
+    std::lock_guard lk(mu_);
+    return dead_;
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lk(mu_);
+    for (int tick = 0; !done_; ++tick) {
+      if (cv_.wait_for(lk, std::chrono::milliseconds(50), [&] { return done_; })) break;
+      if (signal_ && signal_->load()) stop_ = true;
+      if (tick % 5 != 4) continue;
+      lk.unlock();
+      auto f = tb_.agent_figures();
+      lk.lock();
+      if (!f && dead_.empty()) {
+        dead_ = f.error().what;
+        stop_ = true;
+      }
+    }
+  }
+  fabric::Testbed& tb_;
+  const std::atomic<bool>* signal_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::string dead_;
+};
+
 Status traffic_phase(RunContext& c) {
   // The fault timeline's clock starts with the workloads'.
   fault::Timeline timeline(c.s, *c.testbed);
@@ -208,9 +260,10 @@ Status traffic_phase(RunContext& c) {
   {
     TimelineThread tt(timeline, c.testbed->clock());
     if (!c.s.workloads.empty()) {
+      AgentWatch watch(*c.testbed, c.opts.cancel);
       workload::RunnerOptions ro;
       ro.progress = [](const std::string& l) { spdlog::info("workloads: {}", l); };
-      ro.cancel = c.opts.cancel;
+      ro.cancel = watch.flag();
       c.events->add("phase", {{"name", "workloads"}, {"status", "started"}});
       if (auto wr = workload::run_workloads(c.s, c.plan(), *c.testbed, ro)) {
         c.workloads = std::move(*wr);
@@ -218,6 +271,11 @@ Status traffic_phase(RunContext& c) {
       } else {
         st = error(wr.error().code == make_error_code(Errc::kBadInput) ? Errc::kBadInput : Errc::kEnvironment,
                    "workloads: " + wr.error().what);
+      }
+      if (const std::string why = watch.dead(); !why.empty()) {
+        c.invalid = "the PFC agent stopped during the run (" + why +
+                    "): received pauses were no longer put in force, so nothing measured is PFC's";
+        st = error(Errc::kInvalidRun, c.invalid);
       }
     } else {
       tt.wait_all();
@@ -253,10 +311,26 @@ Status down_phase(RunContext& c) {
   return ok();
 }
 
+// A phase's exception (an allocation that failed, a bug) ends the run as an environment
+// error naming the phase, and the phases after it still run: down takes the fabric away,
+// the report is written. ROCELAB_TEST_THROW_IN=PHASE makes that phase throw std::bad_alloc
+// before it starts (tests/integration/crash_test.py; no effect on runs without it).
+Status guarded(RunContext& c, const Phase& p) {
+  try {
+    if (const char* at = std::getenv("ROCELAB_TEST_THROW_IN"); at && std::string_view(at) == p.name)
+      throw std::bad_alloc();
+    return p.run(c);
+  } catch (const std::bad_alloc&) {
+    return error(Errc::kEnvironment, std::string(p.name) + ": out of memory (an allocation failed)");
+  } catch (const std::exception& e) {
+    return error(Errc::kEnvironment, std::string(p.name) + ": internal error: " + e.what());
+  }
+}
+
 // Runs a phase and records it; false when the run must stop.
 bool run_phase(RunContext& c, const Phase& p) {
   const auto t0 = std::chrono::steady_clock::now();
-  Status st = p.run(c);
+  Status st = guarded(c, p);
   ordered_json rec{{"name", p.name},
                    {"status", st ? "done" : "failed"},
                    {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};

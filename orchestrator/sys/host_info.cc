@@ -1,5 +1,7 @@
 #include "sys/host_info.h"
 
+#include <cstdio>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -55,6 +57,16 @@ std::optional<std::string> read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::optional<uint64_t> memory_available() {
+  auto text = read_file("/proc/meminfo");
+  if (!text) return std::nullopt;
+  const auto at = text->find("MemAvailable:");
+  if (at == std::string::npos) return std::nullopt;
+  uint64_t kb = 0;
+  if (std::sscanf(text->c_str() + at, "MemAvailable: %lu kB", &kb) != 1) return std::nullopt;
+  return kb * 1024;
 }
 
 bool kernel_has_module(const std::string& name) {

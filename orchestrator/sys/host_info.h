@@ -1,6 +1,7 @@
 // Facts about the machine and primitives every layer above may use. No libnl, no libbpf.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -22,6 +23,8 @@ bool path_exists(const std::string& path);
 // Names in a directory (no "." or ".."); empty when it cannot be read.
 std::vector<std::string> list_dir(const std::string& path);
 std::optional<std::string> read_file(const std::string& path);
+// MemAvailable from /proc/meminfo, in bytes; nullopt when it cannot be read.
+std::optional<uint64_t> memory_available();
 // The kernel has a module available: built in, loaded, or on disk for this release.
 bool kernel_has_module(const std::string& name);
 

@@ -1,5 +1,6 @@
 #include "workload/runner.h"
 
+#include <fmt/format.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -8,9 +9,11 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <set>
 
 #include "engine/wire.h"
 #include "model/percentile.h"
+#include "sys/host_info.h"
 #include "workload/backend.h"
 #include "workload/kinds.h"
 #include "workload/perf.h"
@@ -75,6 +78,7 @@ class Session {
       : s_(s), ranks_(ranks), t_(t), b_(b), o_(o), psn_(s.seed ^ 0x70736eull) {}
 
   Status build(std::vector<JobSpec> specs);
+  Status fits_in_memory(const std::map<size_t, uint64_t>& regions) const;
   Result<WorkloadRun> run();
 
  private:
@@ -182,6 +186,23 @@ Status Session::add_flow(size_t job, const FlowSpec& spec) {
   return ok();
 }
 
+// The buffers a run holds: each receiving GPU's region and one source pattern per message
+// size. Refused before any is allocated when the machine lacks them (a message that fits
+// once but not twice would otherwise meet the OOM killer mid-run).
+Status Session::fits_in_memory(const std::map<size_t, uint64_t>& regions) const {
+  uint64_t bytes = 0;
+  std::set<uint64_t> sizes;
+  for (const auto& [rank, n] : regions) bytes += n;
+  for (const auto& f : flows_) sizes.insert(f.spec.message);
+  for (uint64_t n : sizes) bytes += n;
+  const auto avail = sys::memory_available();
+  if (!avail || bytes <= *avail / 10 * 9) return ok();
+  const auto gib = [](uint64_t n) { return fmt::format("{:.1f} GiB", double(n) / double(1ull << 30)); };
+  return error(Errc::kEnvironment, "the workloads need " + gib(bytes) + " of message buffers (each receiving GPU's "
+                                       "largest message, one source copy per size); the machine has " + gib(*avail) +
+                                       " available: use smaller messages");
+}
+
 Status Session::build(std::vector<JobSpec> specs) {
   for (size_t i = 0; i < specs.size(); ++i) {
     Job j;
@@ -196,6 +217,7 @@ Status Session::build(std::vector<JobSpec> specs) {
   // Responder memory: one region per GPU, as large as the largest message it receives.
   std::map<size_t, uint64_t> need;
   for (const auto& f : flows_) need[f.spec.dst] = std::max(need[f.spec.dst], f.spec.message);
+  if (auto st = fits_in_memory(need); !st) return st;
   for (auto& [rank, bytes] : need) {
     memory_[rank] = std::make_unique<std::vector<uint8_t>>(bytes);
     for (auto& f : flows_)
