@@ -28,6 +28,7 @@
 #include "run/resolved.h"
 #include "run/results.h"
 #include "run/run.h"
+#include "sys/host_info.h"
 #include "fault/registry.h"
 #include "telemetry/sink.h"
 #include "workload/backend.h"
@@ -160,7 +161,15 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
       return kExitBadInput;
     }
   }
-  if (vm.count("seed")) s->seed = vm["seed"].as<uint64_t>();
+  if (vm.count("seed")) {
+    // The file's own range (0 .. 2^63-1), so the resolved dump of this run loads back.
+    const int64_t seed = vm["seed"].as<int64_t>();
+    if (seed < 0) {
+      std::cerr << "rocelab run: --seed " << seed << ": a seed is 0 or more\n";
+      return kExitBadInput;
+    }
+    s->seed = uint64_t(seed);
+  }
   run::RunOptions opts;
   opts.scenario_path = vm["scenario"].as<std::string>();
   if (vm.count("out")) opts.out_dir = vm["out"].as<std::string>();
@@ -239,6 +248,15 @@ int cmd_up(const po::variables_map& vm, const Globals& g) {
     std::printf("  rocelab down %s            # take it away\n", s->name.c_str());
   }
   return 0;
+}
+
+// A running fabric's namespaces, state files and BPF maps belong to root: say so, rather
+// than report a fabric we could not look at as not up.
+bool require_root(const char* cmd) {
+  if (sys::is_root()) return true;
+  std::cerr << "rocelab " << cmd << ": permission denied: a running fabric's namespaces, state and BPF maps "
+            << "belong to root (run it with sudo)\n";
+  return false;
 }
 
 // NAME, or the only instance that is up.
@@ -359,6 +377,7 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
     std::cerr << "rocelab stats: '" << name->substr(0, 64) << "' is not an instance name\n";
     return kExitBadInput;
   }
+  if (!require_root("stats")) return kExitEnvironment;
   const std::string only = vm.count("target") ? vm["target"].as<std::string>() : "";
   auto t = fabric::LocalTestbed::attach(*name);
   auto ports = t ? (*t)->select(only) : Result<std::vector<fabric::PortRef>>(t.error());
@@ -399,6 +418,7 @@ int cmd_pause(const po::variables_map& vm, const Globals&) {
     std::cerr << "rocelab pause: priority must be 0..7\n";
     return kExitBadInput;
   }
+  if (!require_root("pause")) return kExitEnvironment;
   auto t = fabric::LocalTestbed::attach(*name);
   auto port = t ? (*t)->port(vm["target"].as<std::string>()) : Result<fabric::PortRef>(t.error());
   // A manual pause stays: the Change is not undone (`pause --resume` is its undo).
@@ -430,6 +450,8 @@ int cmd_status(const po::variables_map& vm, const Globals& g) {
   std::vector<std::string> names;
   if (vm.count("name")) names.push_back(vm["name"].as<std::string>());
   else names = fabric::list_instances();
+  if (std::all_of(names.begin(), names.end(), model::is_instance_name) && !names.empty() && !require_root("status"))
+    return kExitEnvironment;
   const bool detail = vm.count("name") > 0;
   ordered_json all = ordered_json::array();
   for (const auto& name : names) {
@@ -600,7 +622,7 @@ const std::vector<Command>& commands() {
              "scale", po::value<double>(),
              "time scale D instead of the file's 'scale:' (emulated rates = physical / D); a larger D "
              "gives a slow machine room after an invalid run (exit 2)")(
-             "seed", po::value<uint64_t>(), "seed instead of the file's 'seed:' (repeat a run with other random choices)");
+             "seed", po::value<int64_t>(), "seed instead of the file's 'seed:' (repeat a run with other random choices)");
          add_instance_option(d);
          add_scenario_arg(d);
        },

@@ -401,6 +401,14 @@ std::optional<DownReport> down_instance(const std::string& instance, std::string
   if (log->removed()) return rep;  // another `down` finished while we waited
   rep.found = true;
   LogEntries e = parse_log(log->lines());
+  if (!e.valid || e.instance != instance) {
+    // Deleting a record we cannot read would orphan whatever it recorded: touch nothing.
+    why = path + " is damaged (" + (e.valid ? "it names instance '" + e.instance.substr(0, 64) + "'" : "no '" + std::string(kMagic) + "' header") +
+          "): nothing was touched. Stop any `rocelab agent --instance " + instance +
+          "` by its PID, delete the namespaces /run/netns/" + prefix_of(instance) +
+          "* (ip netns delete NAME), then remove " + path;
+    return std::nullopt;
+  }
   if (!replay(e, instance, rep, why) || !log->remove(why)) return std::nullopt;
   rep.seconds = since(t0);
   return rep;

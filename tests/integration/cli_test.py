@@ -163,6 +163,26 @@ class Cli(unittest.TestCase):
                 self.assertIn("not an instance name", r.stderr)
         self.assertFalse(os.path.exists("/run/rocelab/passwd.state"))
 
+    def test_a_negative_seed_is_bad_input(self):
+        r = rocelab("run", "--model-only", "--seed", "-5", self.write("s.yaml", SMALL), cwd=self.tmp)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("a seed is 0 or more", r.stderr)
+
+    def test_a_user_who_is_not_root_is_told_so_not_that_nothing_is_up(self):
+        # As root the test drops to `nobody` for the commands (setpriv, util-linux).
+        pre = [] if not IS_ROOT else ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        # A copy `nobody` can reach (the checkout may sit under a directory only root enters).
+        binary = ROCELAB
+        if IS_ROOT:
+            binary = os.path.join(self.tmp, "rocelab")
+            shutil.copy(ROCELAB, binary)
+            os.chmod(self.tmp, 0o755)
+        for cmd in (["stats", "--instance", "nosuch"], ["pause", "--instance", "nosuch", "h:p", "--prio", "3"],
+                    ["status", "nosuch"]):
+            r = subprocess.run([*pre, binary, *cmd], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 4, (cmd, r.stderr))
+            self.assertIn("permission denied", r.stderr, cmd)
+
     @unittest.skipIf(IS_ROOT, "as root, up succeeds: covered by test_up_status_down")
     def test_up_needs_root(self):
         r = rocelab("up", self.write("s.yaml", SMALL))
