@@ -11,6 +11,7 @@ import ipaddress
 import json
 import os
 import random
+import shutil
 import signal
 import socket
 import struct
@@ -347,6 +348,124 @@ class CrashSafety(unittest.TestCase):
             self.down_cleans(f"k={k} (log held {n})")
         print(f"\ncrash: killed at k = 1..{namespaces} and {total}; log held exactly k in {exact} of "
               f"{namespaces + 1} kills", file=sys.stderr)
+
+
+@unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")
+class Reliability(unittest.TestCase):
+    """Issue 17: what a fault sweep found. A phase that throws, an agent killed mid-run, a
+    damaged state file, a state file naming another program: each ends clean and says why."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-rel-")
+        self.instance = f"rel{PID % 100000}"
+
+    def tearDown(self):
+        rocelab("down", self.instance)
+        shutil.rmtree(self.tmp)
+        self.assertEqual(leftovers(self.instance), [])
+
+    def scenario(self, seconds_of_traffic=False):
+        """scenarios/incast-lossless.yaml (PFC only, so the agent holds the line) under this
+        test's instance name; its 2.2 s of traffic, or a short one."""
+        with open(os.path.join(SOURCE, "scenarios", "incast-lossless.yaml")) as f:
+            text = f.read().replace("name: incast-lossless", f"name: {self.instance}")
+        if not seconds_of_traffic:
+            text = text.replace("message: 1MB, iterations: 4", "message: 64KB, iterations: 1")
+        path = os.path.join(self.tmp, "s.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_an_exception_in_any_phase_after_validate_leaves_nothing(self):
+        path = self.scenario()
+        for phase in ("up", "connectivity", "traffic", "collect", "down"):
+            out = os.path.join(self.tmp, f"run-{phase}")
+            r = subprocess.run([ROCELAB, "run", path, "--out", out], capture_output=True, text=True, timeout=300,
+                               env={**os.environ, "ROCELAB_TEST_THROW_IN": phase})
+            self.assertEqual(r.returncode, 4, f"{phase}: {r.stderr[-500:]}")
+            with open(os.path.join(out, "results.json")) as f:
+                res = json.load(f)
+            self.assertIn(f"{phase}: out of memory", json.dumps(res), phase)
+            self.assertEqual(leftovers(self.instance), [], phase)
+
+    def test_a_message_larger_than_memory_is_refused_and_leaves_nothing(self):
+        path = self.scenario()
+        with open(path) as f:
+            text = f.read().replace("message: 64KB", "message: 64GB")
+        with open(path, "w") as f:
+            f.write(text)
+        out = os.path.join(self.tmp, "run")
+        r = subprocess.run([ROCELAB, "run", path, "--out", out], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 4, r.stderr[-500:])
+        self.assertIn("of message buffers", r.stderr)
+        self.assertEqual(leftovers(self.instance), [])
+
+    def test_the_agent_killed_mid_run_makes_the_run_invalid_and_names_it(self):
+        out = os.path.join(self.tmp, "run")
+        p = subprocess.Popen([ROCELAB, "run", self.scenario(seconds_of_traffic=True), "--out", out],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        events = os.path.join(out, "events.jsonl")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and p.poll() is None:
+            if os.path.exists(events):
+                with open(events) as f:
+                    if '"workloads","status":"started"' in f.read().replace(" ", ""):
+                        break
+            time.sleep(0.05)
+        time.sleep(0.5)
+        agents = [pid for pid in agent_pids(self.instance)]
+        self.assertEqual(len(agents), 1, "the run's agent")
+        os.kill(agents[0], signal.SIGKILL)
+        _, err = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 2, err[-800:])
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+        traffic = next(ph for ph in res["phases"] if ph["name"] == "traffic")
+        print(f"\nagent killed mid-run: exit {p.returncode}, traffic: {traffic.get('why')}", file=sys.stderr)
+        self.assertIn("the PFC agent stopped during the run", traffic.get("why", ""))
+        self.assertEqual(leftovers(self.instance), [])
+
+    def test_a_damaged_state_file_is_refused_and_nothing_touched(self):
+        r = rocelab("up", self.scenario())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        state = f"{STATE_DIR}/{self.instance}.state"
+        with open(state, "rb") as f:
+            original = f.read()
+        try:
+            for damage in (b"", b"\x1b[2Jgarbage\n", b"rocelab-state 9\n" + original, b"rocelab-state 1\ninstance other\n"):
+                with open(state, "wb") as f:
+                    f.write(damage)
+                r = rocelab("down", self.instance)
+                self.assertEqual(r.returncode, 4, damage[:20])
+                self.assertIn("damaged", r.stderr)
+                self.assertIn("nothing was touched", r.stderr)
+                self.assertTrue(os.path.exists(state))
+                self.assertGreater(len([n for n in os.listdir(NETNS_DIR) if n.startswith(f"rl-{self.instance}.")]), 0)
+                self.assertEqual(len(agent_pids(self.instance)), 1, "the agent left running")
+        finally:
+            with open(state, "wb") as f:
+                f.write(original)
+        self.assertEqual(rocelab("down", self.instance).returncode, 0)
+
+    def test_a_proc_line_naming_another_program_is_left_alone(self):
+        r = rocelab("up", self.scenario())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        sleeper = subprocess.Popen(["sleep", "60"])
+        try:
+            with open(f"/proc/{sleeper.pid}/stat") as f:
+                start = f.read().rsplit(")", 1)[1].split()[19]
+            with open(f"{STATE_DIR}/{self.instance}.state", "a") as f:
+                f.write(f"proc {sleeper.pid} {start}\n")
+            self.assertEqual(rocelab("down", self.instance).returncode, 0)
+            self.assertIsNone(sleeper.poll(), "down killed a process that is not its agent")
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+
+
+def agent_pids(instance):
+    """Live (not zombie) agent processes of an instance."""
+    return [int(x.split()[-1]) for x in leftovers(instance) if x.startswith("agent process")]
 
 
 if __name__ == "__main__":
