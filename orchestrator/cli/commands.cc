@@ -209,6 +209,10 @@ int cmd_doctor(const po::variables_map&, const Globals& g) {
       fmt::print("  {:<4} {:<13} {}{}\n", c.ok ? "yes" : "no", c.name, c.why, c.required && !c.ok ? "  [required]" : "");
     std::printf("%s\n", caps.all_required() ? "this machine can run rocelab fabrics"
                                             : "this machine lacks something rocelab fabrics need (see [required])");
+    // What a missing part costs a user, where it changes what a run measures.
+    std::printf("link delay (a link's delay:): not applied by this build on any kernel (it needs netem or fq with "
+                "EDT%s); PFC headroom, pause counts and peak queues are those of links without propagation delay\n",
+                caps.has("netem") || caps.has("fq") ? ", which this kernel has" : ", neither of which this kernel has");
   }
   return caps.all_required() ? 0 : kExitEnvironment;
 }
