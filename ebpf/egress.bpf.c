@@ -367,6 +367,51 @@ static __always_inline int fault_lost(struct rl_port_info *p)
 	return (__u32)(x >> 32) < p->loss;
 }
 
+/* One draw of a fault stream (xorshift64 as above) against `threshold`. */
+static __always_inline int fault_draw(__u64 *rng, __u32 threshold)
+{
+	__u64 x = *rng;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	*rng = x;
+	return (__u32)(x >> 32) < threshold;
+}
+
+/* A corruption fault: one bit flipped in the last 16-bit word before a RoCEv2 packet's
+ * ICRC (payload or header, both under the ICRC), as a bad link would. The UDP checksum is
+ * fixed to match (left alone when it is 0 or not yet computed), so only the ICRC check at
+ * the receiver can find it: the RNIC drops the packet, RC recovers by going back N.
+ * Returns 1 when the packet was corrupted. */
+static __always_inline int fault_corrupt(struct __sk_buff *skb, struct rl_port_info *self)
+{
+	__u8 vihl, proto;
+	__u16 dport;
+
+	if (bpf_skb_load_bytes(skb, ETH_HLEN, &vihl, 1) < 0 || bpf_skb_load_bytes(skb, ETH_HLEN + 9, &proto, 1) < 0 ||
+	    proto != IPPROTO_UDP)
+		return 0;
+	__u32 udp = ETH_HLEN + (vihl & 15) * 4;
+	if (bpf_skb_load_bytes(skb, udp + 2, &dport, 2) < 0 || dport != bpf_htons(4791))
+		return 0;
+	/* UDP header 8, BTH 12, ICRC 4: the word must lie after the BTH, before the ICRC, and
+	 * on an even offset from the UDP header (the checksum's 16-bit words). */
+	if (skb->len < udp + 8 + 12 + 4 + 2 || udp > 60)
+		return 0;
+	__u32 off = udp + ((skb->len - 4 - 2 - udp) & ~1u);
+	if (!fault_draw(&self->corrupt_rng, self->corrupt))
+		return 0;
+	__u16 word, flipped;
+	if (off > 0xffff || bpf_skb_load_bytes(skb, off, &word, 2) < 0)
+		return 0;
+	flipped = word ^ bpf_htons(1 << ((self->corrupt_rng >> 8) & 15));
+	if (bpf_l4_csum_replace(skb, udp + 6, word, flipped, BPF_F_MARK_MANGLED_0 | 2) < 0 ||
+	    bpf_skb_store_bytes(skb, off, &flipped, 2, 0) < 0)
+		return 0;
+	return 1;
+}
+
 /* A drop by `reason`, with the depth it met. */
 static __always_inline int drop_at(struct rl_counters *cnt, __u32 depth, int reason)
 {
@@ -509,6 +554,9 @@ int rl_egress(struct __sk_buff *skb)
 		__sync_fetch_and_add(&cnt->tx_packets, 1);
 		__sync_fetch_and_add(&cnt->tx_bytes, len);
 	}
+	/* Admitted: what a corruption fault does happens on the link, after the queue. */
+	if (self && self->corrupt && fault_corrupt(skb, self) && cnt)
+		__sync_fetch_and_add(&cnt->corrupted, 1);
 	return TC_ACT_OK;
 }
 

@@ -87,7 +87,7 @@ struct rl_counters {
 	__u64 paused_total_ns;
 	__u64 pg_runs_full; /* packets of this queue its PG runs had no room for (attribution may
 	                     * then go to the port before): must stay 0 */
-	__u64 pad_counters;
+	__u64 corrupted; /* RoCEv2 packets a corruption fault flipped a bit of as they left */
 };
 
 /* The ECN curve of one priority: probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin)
@@ -173,9 +173,11 @@ struct rl_port_info {
 	                   * queues) it adds to the node's pool occupancy */
 	__u32 loss;       /* loss fault: probability x 2^32 that a data packet leaving this port
 	                   * is lost (0: none); PFC frames are never lost */
-	__u32 pad;
+	__u32 corrupt;    /* corruption fault: probability x 2^32 that a RoCEv2 packet leaving
+	                   * this port has a bit flipped (its ICRC then fails at the receiver) */
 	__u64 loss_rng;   /* the fault's xorshift64 state, seeded by the scenario: the same seed
 	                   * and packet order lose the same packets (never 0 while loss is set) */
+	__u64 corrupt_rng; /* the corruption fault's own stream, likewise */
 };
 
 /* Per port slot: its PFC headroom (DESIGN.md §2) and what its lossless queues may hold.
@@ -255,7 +257,7 @@ struct rl_depth_override {
 #ifdef __cplusplus
 static_assert(sizeof(struct rl_counters) == 22 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
-static_assert(sizeof(struct rl_port_info) == 48, "rl_port_info layout");
+static_assert(sizeof(struct rl_port_info) == 56, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");

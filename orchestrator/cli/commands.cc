@@ -338,7 +338,7 @@ ordered_json prio_json(uint32_t q, const fabric::PrioStats& s) {
           {"rx_packets", s.c.rx_packets}, {"rx_bytes", s.c.rx_bytes}, {"ecn_marked", s.c.ecn_marked},
           {"depth_after", s.c.depth_after}, {"depth_max", s.c.depth_max}, {"pg_runs_full", s.c.pg_runs_full},
           {"pfc_tx", s.c.pfc_tx}, {"pfc_rx", s.c.pfc_rx}, {"pfc_refresh_tx", s.c.pfc_refresh_tx},
-          {"pfc_xon_tx", s.c.pfc_xon_tx}, {"pfc_xon_rx", s.c.pfc_xon_rx},
+          {"pfc_xon_tx", s.c.pfc_xon_tx}, {"pfc_xon_rx", s.c.pfc_xon_rx}, {"corrupted", s.c.corrupted},
           {"drops", drops}, {"shaper", {{"tx_bytes", s.shaper_bytes}, {"tx_packets", s.shaper_packets},
                                         {"drops", s.shaper_drops}, {"backlog_bytes", s.backlog_bytes}}},
           {"depth_bytes", s.depth_bytes}};

@@ -182,24 +182,37 @@ Result<std::optional<AgentFigures>> LocalTestbed::agent_figures() {
   return std::optional<AgentFigures>(std::move(*f));
 }
 
-Status LocalTestbed::write_loss(const PortRef& p, uint32_t loss, uint64_t rng) {
+Status LocalTestbed::write_draw(const PortRef& p, Draw d, uint32_t threshold, uint64_t rng) {
   std::string why;
   rl_port_info info{};
   if (!maps_->port_info(p.slot, info, why)) return env(name(p) + ": " + why);
-  info.loss = loss;
-  info.loss_rng = rng;
+  (d == Draw::kLoss ? info.loss : info.corrupt) = threshold;
+  (d == Draw::kLoss ? info.loss_rng : info.corrupt_rng) = rng;
   if (!maps_->set_port_info(p.slot, info, why)) return env(name(p) + ": " + why);
   return ok();
 }
 
-Result<Change> LocalTestbed::set_loss(const PortRef& p, double probability, uint64_t seed) {
-  if (!(probability >= 0 && probability <= 1)) return error(Errc::kBadInput, "loss probability must be within 0..1");
+// A seeded per-packet fault of the egress program (loss or corruption), and its exact undo.
+Result<Change> LocalTestbed::set_draw(const PortRef& p, Draw d, double probability, uint64_t seed) {
+  const char* what = d == Draw::kLoss ? "loss" : "corruption";
+  if (!(probability >= 0 && probability <= 1))
+    return error(Errc::kBadInput, std::string(what) + " probability must be within 0..1");
   std::string why;
   rl_port_info before{};
   if (!maps_->port_info(p.slot, before, why)) return env(name(p) + ": " + why);
-  if (auto st = write_loss(p, loss_threshold(probability), loss_state(seed, p.slot)); !st) return st.error();
-  return Change("loss " + std::to_string(probability) + " on " + name(p),
-                [this, p, loss = before.loss, rng = before.loss_rng] { return write_loss(p, loss, rng); });
+  if (auto st = write_draw(p, d, loss_threshold(probability), loss_state(seed, p.slot)); !st) return st.error();
+  const uint32_t threshold = d == Draw::kLoss ? before.loss : before.corrupt;
+  const uint64_t rng = d == Draw::kLoss ? before.loss_rng : before.corrupt_rng;
+  return Change(std::string(what) + " " + std::to_string(probability) + " on " + name(p),
+                [this, p, d, threshold, rng] { return write_draw(p, d, threshold, rng); });
+}
+
+Result<Change> LocalTestbed::set_loss(const PortRef& p, double probability, uint64_t seed) {
+  return set_draw(p, Draw::kLoss, probability, seed);
+}
+
+Result<Change> LocalTestbed::set_corruption(const PortRef& p, double probability, uint64_t seed) {
+  return set_draw(p, Draw::kCorrupt, probability, seed);
 }
 
 Status LocalTestbed::write_pause(const PortRef& p, uint32_t prio, bool paused) {

@@ -37,6 +37,7 @@ class LocalTestbed final : public Testbed {
   Result<std::vector<PortStats>> counters(const std::vector<PortRef>& ports) override;
   Result<std::optional<AgentFigures>> agent_figures() override;
   Result<Change> set_loss(const PortRef& p, double probability, uint64_t seed) override;
+  Result<Change> set_corruption(const PortRef& p, double probability, uint64_t seed) override;
   Result<Change> set_pause(const PortRef& p, uint32_t prio, bool paused) override;
   Result<Change> set_link(const PortRef& p, bool up) override;
   std::function<int64_t()> pause_clock(const PortRef& p, uint32_t prio) override;
@@ -44,7 +45,9 @@ class LocalTestbed final : public Testbed {
  private:
   LocalTestbed() = default;
   Status open_maps();
-  Status write_loss(const PortRef& p, uint32_t loss, uint64_t rng);
+  enum class Draw { kLoss, kCorrupt };
+  Status write_draw(const PortRef& p, Draw d, uint32_t threshold, uint64_t rng);
+  Result<Change> set_draw(const PortRef& p, Draw d, double probability, uint64_t seed);
   Status write_pause(const PortRef& p, uint32_t prio, bool paused);
   Status write_link(const PortRef& p, bool up);
 

@@ -85,6 +85,9 @@ class Testbed {
   // Data packets leaving `p` are lost with `probability`, drawn from a generator seeded by
   // `seed`; counted as drop reason fault_loss. PFC frames are never lost.
   virtual Result<Change> set_loss(const PortRef& p, double probability, uint64_t seed) = 0;
+  // RoCEv2 packets leaving `p` get one bit flipped with `probability` (seeded likewise), so
+  // the receiver's ICRC check drops them; counted per port and priority as `corrupted`.
+  virtual Result<Change> set_corruption(const PortRef& p, double probability, uint64_t seed) = 0;
   // Priority `prio` stops (or resumes) leaving `p`, as a received XOFF (XON) does; queued
   // packets stay queued. PFC priorities only.
   virtual Result<Change> set_pause(const PortRef& p, uint32_t prio, bool paused) = 0;

@@ -6,7 +6,34 @@ const Registry<Kind>& kinds() {
   // One line per kind.
   static const Registry<Kind> k({
       loss_kind(),
+      corruption_kind(),
   });
+  return k;
+}
+
+}  // namespace rocelab::fault
+
+namespace rocelab::fault {
+
+Kind per_packet_kind(std::string type, std::string summary,
+                     Result<fabric::Change> (fabric::Testbed::*set)(const fabric::PortRef&, double, uint64_t),
+                     uint64_t stream) {
+  Kind k;
+  k.type = type;
+  k.summary = std::move(summary);
+  k.required = {"probability"};
+  k.validate = [type](const model::Fault& f, const model::Scenario&) {
+    std::vector<std::string> out;
+    if (f.target.find(':') == std::string::npos)
+      out.push_back("a " + type + " fault's target is a port, NODE:PORT (e.g. leaf1:host1), not '" + f.target + "'");
+    return out;
+  };
+  k.start = [set, stream](fabric::Testbed& t, const Start& s) -> Result<fabric::Change> {
+    auto port = t.port(s.fault.target);
+    if (!port) return port.error();
+    // Each fault draws from its own stream: the scenario's seed, the kind and the fault's index.
+    return (t.*set)(*port, s.fault.probability.value_or(0), s.seed ^ (stream * (s.index + 1)));
+  };
   return k;
 }
 

@@ -39,7 +39,14 @@ inline const std::vector<std::string> kCommonKeys = {"type", "target", "at", "du
 // Every built kind, in registration order.
 const Registry<Kind>& kinds();
 
+// A seeded per-packet fault on a port's egress (loss, corruption): a probability, a port
+// target, and the Testbed setter; `stream` keeps each kind's draws apart from the others'.
+Kind per_packet_kind(std::string type, std::string summary,
+                     Result<fabric::Change> (fabric::Testbed::*set)(const fabric::PortRef&, double, uint64_t),
+                     uint64_t stream);
+
 // The kinds' own definitions (one file each).
 Kind loss_kind();
+Kind corruption_kind();
 
 }  // namespace rocelab::fault

@@ -44,6 +44,8 @@ const std::vector<MetricInfo>& metric_registry() {
       {"pfc_xon_rx", MetricKind::kCounter, "count", {"node", "port", "prio"}, "XON frames a port received"},
       {"pfc_refresh_tx", MetricKind::kCounter, "count", {"node", "port", "prio"},
        "of the XOFF frames a port sent, those that renewed a pause already in force"},
+      {"corrupted", MetricKind::kCounter, "count", {"node", "port", "prio"},
+       "RoCEv2 packets a corruption fault flipped a bit of as they left a port (the receiver's ICRC drops them: bad_icrc)"},
       {"queue_max", MetricKind::kSeries, "bytes", {"node", "port", "prio"},
        "the most a port's priority queue held during the run (after a packet joined it)"},
       {"port_pause_time", MetricKind::kCounter, "s", {"node", "port", "prio"},

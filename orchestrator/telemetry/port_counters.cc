@@ -13,7 +13,7 @@ using model::Sample;
 void add_port_metrics(model::MetricSet& m, const std::vector<fabric::PortStats>& ports, uint8_t lossless_mask) {
   const char* names[] = {"tx_packets", "tx_bytes", "rx_packets", "rx_bytes", "ecn_marked",
                          "drops", "shaper_tx_bytes", "pfc_tx", "pfc_rx", "pfc_xoff_tx", "pfc_xon_tx",
-                         "pfc_xoff_rx", "pfc_xon_rx", "pfc_refresh_tx"};
+                         "pfc_xoff_rx", "pfc_xon_rx", "pfc_refresh_tx", "corrupted"};
   for (const char* n : names) m[n] = MetricValue{MetricKind::kCounter, 0, {}};
   m["queue_max"] = MetricValue{MetricKind::kSeries, 0, {}};
   double lossless_drops = 0;
@@ -37,6 +37,7 @@ void add_port_metrics(model::MetricSet& m, const std::vector<fabric::PortStats>&
       add("pfc_xoff_rx", s.c.pfc_rx - s.c.pfc_xon_rx);
       add("pfc_xon_rx", s.c.pfc_xon_rx);
       add("pfc_refresh_tx", s.c.pfc_refresh_tx);
+      add("corrupted", s.c.corrupted);
       add("queue_max", s.c.depth_max);
       for (size_t r = 0; r < size_t(RL_DROP__USED); ++r) {
         if (!s.c.drops[r]) continue;

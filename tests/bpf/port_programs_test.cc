@@ -160,6 +160,18 @@ void set_depth(uint32_t prio, uint32_t depth) {
   ASSERT_EQ(bpf_map_update_elem(lab().progs->depth_override_fd(), &zero, &o, BPF_ANY), 0);
 }
 
+// A port's seeded per-packet faults: probabilities as the programs' thresholds (p x 2^32).
+void set_draws(double loss, uint64_t loss_rng, double corrupt = 0, uint64_t corrupt_rng = 0) {
+  auto threshold = [](double p) { return static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0)); };
+  rl_port_info info{};
+  info.loss = threshold(loss);
+  info.loss_rng = loss_rng;
+  info.corrupt = threshold(corrupt);
+  info.corrupt_rng = corrupt_rng;
+  std::string why;
+  ASSERT_TRUE(lab().progs->set_port_info(0, info, why)) << why;
+}
+
 class PortPrograms : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -325,13 +337,7 @@ TEST_F(PortPrograms, LosslessQueuesStopAtXoffPlusHeadroom) {
 TEST_F(PortPrograms, LossFaultDropsItsShareRepeatablyAndCountsIt) {
   set_config(base_config());
   set_depth(3, 0);
-  auto with_loss = [&](double p, uint64_t rng) {
-    rl_port_info info{};
-    info.loss = static_cast<uint32_t>(std::min(p * 4294967296.0, 4294967295.0));
-    info.loss_rng = rng;
-    std::string why;
-    ASSERT_TRUE(lab().progs->set_port_info(0, info, why)) << why;
-  };
+  auto with_loss = [&](double p, uint64_t rng) { set_draws(p, rng); };
   auto lost = [&](uint32_t packets) {
     rl_counters before = at(kPortA, 3);
     run(egress(), udp_frame(26, 2), kPortA, packets);
@@ -360,6 +366,61 @@ TEST_F(PortPrograms, LossFaultDropsItsShareRepeatablyAndCountsIt) {
   EXPECT_EQ(run(egress(), udp_frame(26, 0, 0x8808), kPortA, 10).retval, 0);
   EXPECT_EQ(at(kPortA, 3).drops[RL_DROP_FAULT], before.drops[RL_DROP_FAULT]);
   with_loss(0, 0);
+}
+
+// One bit flipped after the BTH and before the ICRC, the UDP checksum still valid (or left 0
+// when the sender sent none), counted; only RoCEv2 (UDP 4791) is touched.
+TEST_F(PortPrograms, CorruptionFlipsOneBitUnderTheIcrcAndKeepsUdpValid) {
+  set_config(base_config());
+  set_depth(3, 0);
+  auto with_corruption = [&](double p, uint64_t rng) { set_draws(0, 0, p, rng); };
+  // The UDP checksum over the IPv4 pseudo-header: 0 when the datagram is intact.
+  auto udp_sum = [](const std::vector<uint8_t>& f) {
+    std::vector<uint8_t> ph(f.begin() + 26, f.begin() + 34);  // source and destination
+    ph.insert(ph.end(), {0, 17, f[38], f[39]});
+    ph.insert(ph.end(), f.begin() + 34, f.end());
+    if (ph.size() % 2) ph.push_back(0);
+    return csum(ph.data(), ph.size());
+  };
+  std::vector<uint8_t> frame = udp_frame(26, 2);
+  for (size_t i = 42; i < frame.size(); ++i) frame[i] = uint8_t(i * 7);
+  std::vector<uint8_t> zero_sum = frame;
+  frame[40] = frame[41] = 0;
+  const uint16_t c = udp_sum(frame);
+  frame[40] = uint8_t(c >> 8);
+  frame[41] = uint8_t(c);
+  ASSERT_EQ(udp_sum(frame), 0);
+  with_corruption(1, 0x1234567);
+  for (int i = 0; i < 64; ++i) {
+    for (const auto* in : {&frame, &zero_sum}) {
+      const rl_counters before = at(kPortA, 3);
+      Result r = run(egress(), *in, kPortA);
+      ASSERT_EQ(r.out.size(), in->size());
+      int bits = 0;
+      size_t where = 0;
+      for (size_t k = 0; k < in->size(); ++k)
+        if (k != 40 && k != 41 && r.out[k] != (*in)[k]) {
+          bits += __builtin_popcount(r.out[k] ^ (*in)[k]);
+          where = k;
+        }
+      EXPECT_EQ(bits, 1);
+      EXPECT_GE(where, 14u + 20 + 8 + 12) << "after the BTH";
+      EXPECT_LT(where, in->size() - 4) << "before the ICRC";
+      if (in == &frame) EXPECT_EQ(udp_sum(r.out), 0) << "the UDP checksum still holds";
+      else EXPECT_EQ(r.out[40] | r.out[41], 0) << "no checksum stays no checksum";
+      EXPECT_EQ(at(kPortA, 3).corrupted - before.corrupted, 1u);
+    }
+  }
+  std::vector<uint8_t> other = frame;  // UDP to another port: not RoCEv2
+  other[37] = 0x35;
+  EXPECT_EQ(run(egress(), other, kPortA).out, other);
+  with_corruption(0.01, 0x1234567);
+  const rl_counters before = at(kPortA, 3);
+  run(egress(), frame, kPortA, 20000);
+  const uint64_t n = at(kPortA, 3).corrupted - before.corrupted;
+  EXPECT_GE(n, 140u);  // 1 % of 20,000 = 200, sd 14
+  EXPECT_LE(n, 260u);
+  with_corruption(0, 0);
 }
 
 TEST_F(PortPrograms, IngressCountsWhatArrivesPerPriority) {

@@ -25,6 +25,7 @@ class FakeTestbed final : public fabric::Testbed {
   }
   sys::FakeClock clock_;
   std::map<uint32_t, double> loss;                   // slot -> probability in force
+  std::map<uint32_t, double> corrupt;                // slot -> corruption probability in force
   std::map<std::pair<uint32_t, uint32_t>, bool> paused;  // (slot, prio)
   std::map<uint32_t, bool> link_up;                  // slot -> admin state (absent: up)
   std::vector<std::string> log;                      // every operation and undo, in order
@@ -40,12 +41,19 @@ class FakeTestbed final : public fabric::Testbed {
   Result<std::optional<fabric::AgentFigures>> agent_figures() override { return figures; }
 
   Result<fabric::Change> set_loss(const fabric::PortRef& p, double probability, uint64_t seed) override {
-    const double before = loss.count(p.slot) ? loss[p.slot] : 0;
-    loss[p.slot] = probability;
-    log.push_back("loss " + name(p) + " " + std::to_string(probability) + " seed " + std::to_string(seed));
-    return fabric::Change("loss", [this, p, before] {
-      loss[p.slot] = before;
-      log.push_back("undo loss " + name(p) + " -> " + std::to_string(before));
+    return set_draw(loss, "loss", p, probability, seed);
+  }
+  Result<fabric::Change> set_corruption(const fabric::PortRef& p, double probability, uint64_t seed) override {
+    return set_draw(corrupt, "corruption", p, probability, seed);
+  }
+  Result<fabric::Change> set_draw(std::map<uint32_t, double>& in_force, std::string what, const fabric::PortRef& p,
+                                  double probability, uint64_t seed) {
+    const double before = in_force.count(p.slot) ? in_force[p.slot] : 0;
+    in_force[p.slot] = probability;
+    log.push_back(what + " " + name(p) + " " + std::to_string(probability) + " seed " + std::to_string(seed));
+    return fabric::Change(what, [this, &in_force, what, p, before] {
+      in_force[p.slot] = before;
+      log.push_back("undo " + what + " " + name(p) + " -> " + std::to_string(before));
       return ok();
     });
   }

@@ -110,8 +110,9 @@ TEST(FaultTimeline, AFaultTheTestbedRefusesIsRecordedAsFailed) {
 
 TEST(FaultKinds, TheRegistryNamesWhatIsBuilt) {
   EXPECT_NE(fault::kinds().find("loss"), nullptr);
+  EXPECT_NE(fault::kinds().find("corruption"), nullptr);
   EXPECT_EQ(fault::kinds().find("link_down"), nullptr);
-  EXPECT_EQ(fault::kinds().list(), "loss");
+  EXPECT_EQ(fault::kinds().list(), "loss, corruption");
 }
 
 }  // namespace
