@@ -69,6 +69,13 @@ std::optional<uint64_t> memory_available() {
   return kb * 1024;
 }
 
+std::optional<ThreadCpu> thread_cpu() {
+  auto text = read_file("/proc/thread-self/schedstat");
+  ThreadCpu t;
+  if (!text || std::sscanf(text->c_str(), "%lu %lu", &t.on_cpu_ns, &t.waiting_ns) != 2) return std::nullopt;
+  return t;
+}
+
 bool kernel_has_module(const std::string& name) {
   if (path_exists("/sys/module/" + name)) return true;
   KernelInfo k = kernel_info();

@@ -25,6 +25,12 @@ std::vector<std::string> list_dir(const std::string& path);
 std::optional<std::string> read_file(const std::string& path);
 // MemAvailable from /proc/meminfo, in bytes; nullopt when it cannot be read.
 std::optional<uint64_t> memory_available();
+// The calling thread's scheduler times since it started (/proc/thread-self/schedstat): time on
+// a CPU and time runnable but waiting for one. nullopt when the kernel keeps no schedstat.
+struct ThreadCpu {
+  uint64_t on_cpu_ns = 0, waiting_ns = 0;
+};
+std::optional<ThreadCpu> thread_cpu();
 // The kernel has a module available: built in, loaded, or on disk for this release.
 bool kernel_has_module(const std::string& name);
 

@@ -440,6 +440,10 @@ WorkloadResult Session::workload_result(const Job& j, const WorkloadRun& out) {
   return w;
 }
 
+// A quarter of the lowest contended figure; a short phase needs 50 ms of waiting too, so that
+// one kernel thread's burst does not mark a 10 ms run.
+constexpr double kMaxCpuWait = 0.15;
+
 void Session::totals(WorkloadRun& out) const {
   for (size_t i = 0; i < b_.qp_count(); ++i) out.retransmitted += b_.qp_counters(i).rc.retransmitted;
   for (const auto& [rank, ep] : endpoint_) {
@@ -457,7 +461,10 @@ void Session::totals(WorkloadRun& out) const {
     out.ce_marked += st.ce_marked;
   }
   // DESIGN.md §3: a NIC that fell well behind what its QPs' rates allowed means the machine
-  // did not keep up: a quarter behind marks the run.
+  // did not keep up: a quarter behind marks the run. The pacing error skips paused NICs, so
+  // under PFC it sees nothing; the engine thread's run-queue wait sees a contended machine
+  // there too: a fat-tree all-to-all at D = 4000 lost 14 % of busbw at 47 % waiting (one
+  // busy loop beside it) and 27 % at 59 %, against ~3 % waiting alone.
   if (out.send_errors > 0)
     out.invalid = std::to_string(out.send_errors) + " packets the kernel refused to send (" +
                   std::strerror(out.last_send_error) + "): an engine fault, not the fabric's";
@@ -465,6 +472,10 @@ void Session::totals(WorkloadRun& out) const {
     out.invalid = std::to_string(out.rx_overflow) +
                   " packets were lost in full host receive sockets (the engine did not read in time): "
                   "loss the emulation made, not the fabric";
+  else if (out.engine_cpu_waiting > kMaxCpuWait && out.engine_cpu_waiting * out.seconds > 0.05)
+    out.invalid = "the engine waited for a CPU " + std::to_string(int(std::lround(out.engine_cpu_waiting * 100))) +
+                  " % of the traffic phase (other work on this machine held the CPUs; alone it waits ~3 %): "
+                  "the machine did not keep up";
   else if (out.worst_pacing_error < -0.25)
     out.invalid = "the engine fell behind its pacing (a NIC sent " +
                   std::to_string(int(std::lround(-out.worst_pacing_error * 100))) +
@@ -485,14 +496,20 @@ Result<WorkloadRun> Session::run() {
   next_progress_ = t0_ + 1'000'000'000;
   // Everything through the slowest NIC, four times over, plus the last start and slack.
   const Nanos deadline = t0_ + last_start + Nanos(double(total_bytes_) * 8 / slowest * 4e9) + 30'000'000'000;
+  const auto cpu0 = sys::thread_cpu();
   const bool finished = b_.run([this] { return step(); }, deadline);
   const Nanos t_end = b_.clock().now();
+  const auto cpu1 = sys::thread_cpu();
   if (o_.cancel && o_.cancel->load()) return error(Errc::kEnvironment, "cancelled");
   if (!finished)
     return error(Errc::kEnvironment, "workloads did not finish within " + std::to_string((deadline - t0_) / 1'000'000'000) +
                                          " s (four times what the bytes need at the slowest line rate, plus 30 s)");
   WorkloadRun out;
   out.seconds = double(t_end - t0_) / 1e9;
+  if (cpu0 && cpu1 && t_end > t0_) {
+    out.engine_cpu_busy = double(cpu1->on_cpu_ns - cpu0->on_cpu_ns) / double(t_end - t0_);
+    out.engine_cpu_waiting = double(cpu1->waiting_ns - cpu0->waiting_ns) / double(t_end - t0_);
+  }
   for (auto& f : flows_) out.flows.push_back(flow_result(f));
   for (const auto& j : jobs_) out.workloads.push_back(workload_result(j, out));
   totals(out);
