@@ -163,6 +163,10 @@ class AtTwiceD(InTempDir):
         fig = {}
         for d in (4000, 8000):
             r, res = run(path, os.path.join(self.tmp, f"ft{d}"), "--scale", str(d))
+            if r.returncode == 2 and "did not keep up" in json.dumps(res):
+                # Other work held the CPUs (the run says so, as it must): measure once more.
+                print(f"\nD = {d}: {res.get('error')}; once more", file=sys.stderr)
+                r, res = run(path, os.path.join(self.tmp, f"ft{d}b"), "--scale", str(d))
             self.assertEqual(r.returncode, 0, res.get("error"))
             m = res["metrics"]
             fig[d] = dict(busbw=single(m["busbw"]), retrans=m["retransmits"], pause=m["pause_time"], cnp=m["cnp_sent"],

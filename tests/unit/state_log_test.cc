@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 
+#include "sys/host_info.h"
 #include "sys/state_log.h"
 
 using namespace rocelab;
@@ -68,4 +70,19 @@ TEST_F(StateLogTest, ATornLastLineIsIgnored) {
   auto reader = sys::StateLog::open(path_, false, why);
   ASSERT_TRUE(reader);
   EXPECT_EQ(reader->lines(), std::vector<std::string>{"a"});
+}
+
+// The run's contention check reads this: the calling thread's CPU time grows with work done
+// on it, and a thread that sleeps does not wait for a CPU meanwhile.
+TEST(ThreadCpu, CountsThisThreadsTimeOnACpu) {
+  auto before = sys::thread_cpu();
+  if (!before) GTEST_SKIP() << "this kernel keeps no /proc/thread-self/schedstat";
+  volatile uint64_t x = 0;
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(50)) x = x + 1;
+  auto after = sys::thread_cpu();
+  ASSERT_TRUE(after);
+  EXPECT_GE(after->on_cpu_ns - before->on_cpu_ns, 20'000'000u);  // most of 50 ms busy
+  EXPECT_LE(after->on_cpu_ns - before->on_cpu_ns, 1'000'000'000u);
+  EXPECT_GE(after->waiting_ns, before->waiting_ns);
 }
