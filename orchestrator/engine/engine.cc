@@ -181,6 +181,7 @@ QpReport Engine::qp_report(size_t id) const {
   r.cnp_received = q.rp.cnps();
   r.data_wire_bytes = q.data_wire_bytes;
   r.send_blocked = q.send_blocked;
+  r.failure = q.rc.failure();
   r.pacing_error = q.allowed_bytes > 0 ? double(q.paced_bytes) / q.allowed_bytes - 1 : 0;
   return r;
 }

@@ -47,6 +47,7 @@ struct QpReport {
   double pacing_error = 0;  // data sent / what the pacing rate allowed while backlogged, − 1
   uint64_t send_blocked = 0;  // batches its paused NIC's full queue held back: then the pacing
                               // error is not a measure of the pacer (PFC was the limit)
+  std::string failure;        // why the QP is in the error state (empty: it is not)
 };
 
 class Engine {

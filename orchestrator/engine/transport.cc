@@ -146,7 +146,7 @@ void RcQp::acknowledge_through(uint64_t end, Nanos now) {
       rttvar_ = 0.75 * rttvar_ + 0.25 * std::abs(srtt_ - rtt);
       srtt_ = 0.875 * srtt_ + 0.125 * rtt;
     }
-    rto_ = std::max<Nanos>(cfg_.rto, Nanos(srtt_ + 4 * rttvar_));
+    if (!cfg_.fixed_timeout) rto_ = std::max<Nanos>(cfg_.rto, Nanos(srtt_ + 4 * rttvar_));
   }
   sent_at_.erase(sent_at_.begin(), sent_at_.begin() + long(n));
   una_ = end;
@@ -177,7 +177,7 @@ void RcQp::requester_rx(const Packet& p, Nanos now) {
     }
   } else if (p.aeth->is_nak()) {
     ++stats_.naks_received;
-    fail_all(p.aeth->syndrome == Aeth::kNakRemoteAccess ? "remote access error" : "invalid request");
+    fail_all(p.aeth->syndrome == Aeth::kNakRemoteAccess ? "remote access error" : "invalid request", now);
   }
 }
 
@@ -245,20 +245,23 @@ void RcQp::responder_rx(const Packet& p) {
 }
 
 void RcQp::on_timer(Nanos now) {
-  if (failed_ || una_ == max_sent_ || now - last_progress_ < rto_) return;
+  if (failed_ || una_ == max_sent_ || (cfg_.fixed_timeout && rto_ == 0) || now - last_progress_ < rto_) return;
   ++stats_.timeouts;
-  rto_ = std::min<Nanos>(rto_ * 2, 64 * std::max<Nanos>(cfg_.rto, 1));  // back off until an ACK
-  if (++retries_ > cfg_.retry_limit) return fail_all("retry count exceeded");
+  if (!cfg_.fixed_timeout) rto_ = std::min<Nanos>(rto_ * 2, 64 * std::max<Nanos>(cfg_.rto, 1));  // back off until an ACK
+  if (++retries_ > cfg_.retry_limit) return fail_all(kRetryExceeded, now);
   nxt_ = una_;  // go back N
   last_progress_ = now;
 }
 
 Nanos RcQp::next_timer() const {
+  if (cfg_.fixed_timeout && rto_ == 0) return LLONG_MAX;
   return failed_ || una_ == max_sent_ ? LLONG_MAX : last_progress_ + rto_;
 }
 
-void RcQp::fail_all(const std::string& why) {
+void RcQp::fail_all(const std::string& why, Nanos now) {
   failed_ = true;
+  failed_at_ = now;
+  failure_ = why;
   for (const Wr& w : wrs_) completions_.push_back({w.id, false, why});
   wrs_.clear();
   una_ = nxt_ = max_sent_ = posted_end_;

@@ -24,6 +24,9 @@ using sys::FakeClock;
 using sys::MonotonicClock;
 using sys::Nanos;
 
+// The completion error of a QP that ran out of retries (IBV_WC_RETRY_EXC_ERR's words).
+inline constexpr const char* kRetryExceeded = "transport retry counter exceeded";
+
 struct RcConfig {
   uint32_t mtu = 1024;          // payload bytes per packet (the IB path MTU)
   uint32_t window = 256;        // packets in flight, unacknowledged
@@ -31,6 +34,9 @@ struct RcConfig {
   Nanos rto = 4'000'000;        // the least retransmission timeout; above it RFC 6298 from
                                 // measured round trips (Karn), doubled per timeout
   int retry_limit = 7;          // timeouts in a row without progress before the QP errors
+  // An RNIC's timer (IBTA): exactly `rto` every time, no RTT estimate, no back-off; rto 0
+  // never times out. Otherwise RFC 6298 above `rto`, doubling per timeout.
+  bool fixed_timeout = false;
 };
 
 struct TxPacket {
@@ -87,6 +93,9 @@ class RcQp {
   std::deque<std::vector<uint8_t>>& received() { return received_; }  // SEND messages, in order
   bool idle() const { return wrs_.empty() && !ack_pending_ && !nak_pending_; }
   bool failed() const { return failed_; }
+  // When the QP failed (its RC time; -1: it did not), and why.
+  Nanos failed_at() const { return failed_at_; }
+  const std::string& failure() const { return failure_; }
   const RcStats& stats() const { return stats_; }
 
  private:
@@ -109,7 +118,7 @@ class RcQp {
   void acknowledge_through(uint64_t seq_exclusive, Nanos now);
   void responder_rx(const Packet& p);
   void requester_rx(const Packet& p, Nanos now);
-  void fail_all(const std::string& why);
+  void fail_all(const std::string& why, Nanos now);
 
   uint32_t qpn_, dest_qpn_;
   RcConfig cfg_;
@@ -124,6 +133,8 @@ class RcQp {
   Nanos last_ack_req_ = 0;
   int retries_ = 0;
   bool failed_ = false;
+  Nanos failed_at_ = -1;
+  std::string failure_;
   std::vector<Completion> completions_;
   // Responder
   uint64_t epsn_;  // unwrapped expected PSN

@@ -117,7 +117,18 @@ const std::vector<MetricInfo>& metric_registry() {
       {"host_rx_overflow", MetricKind::kScalar, "count", {},
        "packets lost in full host receive sockets (the engine read too late); > 0 makes the run invalid"},
       {"digest_errors", MetricKind::kScalar, "count", {},
-       "flows whose responder-side CRC of delivered payload differs from what was sent (must be 0)"},
+       "flows that completed but whose responder-side CRC of delivered payload differs from what was sent (must be 0)"},
+      {"flows_failed", MetricKind::kScalar, "count", {},
+       "flows that did not complete: a QP failed (retry exceeded: no path, a crashed peer) or its collective "
+       "stopped at another rank's failure"},
+      {"retry_exceeded_err", MetricKind::kScalar, "count", {},
+       "QPs that failed after hosts.rc retry_cnt + 1 timeouts without progress (rxe's counter name)"},
+      {"completer_retry_err", MetricKind::kScalar, "count", {}, "requester timeouts that retried, every QP (rxe's name)"},
+      {"rcvd_seq_err", MetricKind::kScalar, "count", {}, "PSN sequence error NAKs requesters received (rxe's name)"},
+      {"out_of_seq_request", MetricKind::kScalar, "count", {},
+       "request packets responders received beyond the expected PSN (rxe's name)"},
+      {"duplicate_request", MetricKind::kScalar, "count", {},
+       "request packets responders received again, already applied (rxe's name)"},
   };
   return kMetrics;
 }

@@ -556,6 +556,26 @@ class Loader {
     m.done();
   }
 
+  // hosts.rc: a preset name (nccl: NCCL's timeout 20, retry_cnt 7) or {timeout, retry_cnt}.
+  void read_rc(const Value& v, RcTimers& rc) {
+    rc.fixed = true;
+    if (v.node.IsScalar()) {
+      if (auto p = r_.choice(v, {"nccl"})) {
+        rc.preset = *p;
+        rc.timeout = 20;
+        rc.retry_cnt = 7;
+      }
+      return;
+    }
+    auto m = r_.map(v);
+    if (!m) return;
+    if (auto tv = m->take("timeout"))
+      if (auto n = r_.integer(*tv, 0, 31)) rc.timeout = int(*n);
+    if (auto cv = m->take("retry_cnt"))
+      if (auto n = r_.integer(*cv, 0, 7)) rc.retry_cnt = int(*n);
+    m->done();
+  }
+
   void read_hosts(const Value& v, HostsConfig& h) {
     auto m = r_.map(v);
     if (!m) return;
@@ -571,6 +591,7 @@ class Loader {
         read_dcqcn(*dm, h);
       }
     }
+    if (auto rv = m->take("rc")) read_rc(*rv, h.rc);
     m->done();
   }
 

@@ -174,11 +174,23 @@ struct DcqcnOverrides {
   }
 };
 
+// The RC local ACK timeout as an RNIC runs it (FAULTS.md): 4.096 us x 2^timeout, fixed, retried
+// retry_cnt times; then the QP fails with retry-exceeded. timeout 0 is infinite (IBTA).
+// Not set: the engine's adaptive timer (RFC 6298 above 4.096 us x 2^8, doubling per timeout).
+struct RcTimers {
+  bool fixed = false;
+  int timeout = 8;     // exponent, 0-31
+  int retry_cnt = 7;   // 0-7
+  std::string preset;  // "nccl" (20 / 7) when chosen by name
+  Duration period() const { return Duration{timeout == 0 ? 0 : int64_t(4096) << timeout}; }
+};
+
 struct HostsConfig {
   std::string engine = "builtin";  // an RDMA backend by name (the registry above the model knows which exist)
   Position engine_pos;
   std::string dcqcn = "paper";     // paper | nvidia | off
   DcqcnOverrides dcqcn_set;        // hosts.dcqcn as a map: {preset: P, g: ..., rate_timer: ...}
+  RcTimers rc;                     // hosts.rc: {timeout: N, retry_cnt: M} or a preset name
 };
 
 // The keys an item of a kind-typed list (workloads, faults) set, with where: the kind

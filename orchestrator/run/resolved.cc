@@ -198,6 +198,8 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
   j["links"] = links;
   j["qos"] = qos_json(s.qos);
   j["hosts"] = {{"engine", s.hosts.engine}, {"dcqcn", dcqcn_json(s.hosts)}};
+  // Absent: the engine's adaptive timer, which a file cannot name, so the dump loads back.
+  if (s.hosts.rc.fixed) j["hosts"]["rc"] = {{"timeout", s.hosts.rc.timeout}, {"retry_cnt", s.hosts.rc.retry_cnt}};
   ordered_json wl = ordered_json::array();
   for (const Workload& w : s.workloads) {
     ordered_json wj{{"name", w.name}, {"type", w.type}};

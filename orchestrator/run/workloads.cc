@@ -51,7 +51,8 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
     ff.samples.push_back(Sample{l, f.fct_s / d});
     fs.samples.push_back(Sample{l, f.slowdown});
     fr.samples.push_back(Sample{l, double(f.retransmitted)});
-    digest_errors += f.digest_ok ? 0 : 1;
+    // A failed flow delivered what it could; its digest is no error of the fabric's.
+    digest_errors += f.digest_ok || f.failed ? 0 : 1;
   }
   auto& wg = series("workload_goodput");
   auto& ru = series("rx_utilization");
@@ -112,6 +113,22 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
   m["bad_icrc"] = MetricValue{MetricKind::kScalar, double(r.bad_icrc), {}};
   m["host_rx_overflow"] = MetricValue{MetricKind::kScalar, double(r.rx_overflow), {}};
   m["digest_errors"] = MetricValue{MetricKind::kScalar, digest_errors, {}};
+  // rxe's counter names, summed over QPs (FAULTS.md), and the flows that did not complete.
+  double failed = 0, seq = 0, oos = 0, dup = 0, exceeded = 0, retries = 0;
+  for (const auto& f : r.flows) {
+    failed += f.failed;
+    seq += double(f.rcvd_seq_err);
+    oos += double(f.out_of_seq_request);
+    dup += double(f.duplicate_request);
+    exceeded += double(f.retry_exceeded_err);
+    retries += double(f.timeouts);
+  }
+  m["flows_failed"] = MetricValue{MetricKind::kScalar, failed, {}};
+  m["retry_exceeded_err"] = MetricValue{MetricKind::kScalar, exceeded, {}};
+  m["completer_retry_err"] = MetricValue{MetricKind::kScalar, retries, {}};
+  m["rcvd_seq_err"] = MetricValue{MetricKind::kScalar, seq, {}};
+  m["out_of_seq_request"] = MetricValue{MetricKind::kScalar, oos, {}};
+  m["duplicate_request"] = MetricValue{MetricKind::kScalar, dup, {}};
 }
 
 ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalysis& a, const model::TimeScale& scale) {
@@ -124,7 +141,10 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalys
                      {"start_s", f.start_s / d}, {"fct_s", f.fct_s / d}, {"ideal_fct_s", f.ideal_s / d},
                      {"fct_slowdown", f.slowdown}, {"goodput_bps", f.goodput_bps * d},
                      {"retransmitted", f.retransmitted}, {"timeouts", f.timeouts}, {"cnp_sent", f.cnp_sent}, {"cnp_received", f.cnp_received},
-                     {"digest_ok", f.digest_ok}, {"rate_trace", {{"columns", {"t_s", "rate_bps", "delivered_bytes"}}, {"rows", trace}}}});
+                     {"digest_ok", f.digest_ok}, {"failed", f.failed},
+                     {"failed_at_s", f.failed_at_s >= 0 ? ordered_json(f.failed_at_s / d) : ordered_json()},
+                     {"error", f.error}, {"rcvd_seq_err", f.rcvd_seq_err}, {"out_of_seq_request", f.out_of_seq_request},
+                     {"duplicate_request", f.duplicate_request}, {"retry_exceeded_err", f.retry_exceeded_err}, {"rate_trace", {{"columns", {"t_s", "rate_bps", "delivered_bytes"}}, {"rows", trace}}}});
   }
   ordered_json wls = ordered_json::array();
   for (size_t wi = 0; wi < r.workloads.size(); ++wi) {

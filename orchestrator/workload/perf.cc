@@ -47,7 +47,7 @@ std::vector<uint8_t> message_pattern(size_t n, uint64_t seed) {
 // chain over hops held ACKs past it); RNICs ship larger values still (perftest 14, NCCL 20).
 constexpr int64_t kAckTimeoutNs = 4096LL << 8;
 
-engine::RcConfig rc_config(uint32_t mtu, double slower_line_bps, const model::TimeScale& scale) {
+engine::RcConfig rc_config(uint32_t mtu, double slower_line_bps, const model::TimeScale& scale, const model::RcTimers& t) {
   engine::RcConfig rc;
   rc.mtu = mtu;
   rc.window = 256;
@@ -59,6 +59,12 @@ engine::RcConfig rc_config(uint32_t mtu, double slower_line_bps, const model::Ti
   // timer's floor, which bites only below D ~ 40.
   rc.rto = std::max({scale.emulate(model::Duration{kAckTimeoutNs}).ns, engine::Nanos(4 * window_ns),
                      engine::Nanos{5'000'000}});
+  if (t.fixed) {
+    // The scenario's RNIC timer, as the NIC runs it: the physical period x D, nothing added.
+    rc.fixed_timeout = true;
+    rc.rto = scale.emulate(t.period()).ns;
+    rc.retry_limit = t.retry_cnt;
+  }
   return rc;
 }
 
@@ -101,7 +107,7 @@ Status PerfRun::setup(const Where& from, const Where& to, fabric::Testbed& t) {
   if (!ez) return ez.error();
   a = *ea;
   z = *ez;
-  const engine::RcConfig rc = rc_config(r.mtu, double(std::min(from.port->rate_bps, to.port->rate_bps)), s.scale);
+  const engine::RcConfig rc = rc_config(r.mtu, double(std::min(from.port->rate_bps, to.port->rate_bps)), s.scale, s.hosts.rc);
   std::mt19937_64 psn(s.seed ^ 0x5053'4e00);
   slots = std::min<uint32_t>(o.tx_depth, 16);
   memory.resize(size_t(o.qps));

@@ -51,7 +51,7 @@ uint32_t ib_mtu_for(uint32_t netdev_mtu);
 // 64 packets, and a timeout floor of physical 1.05 ms (IB local ACK timeout 8) × D but at
 // least four times what a full window takes at the slower line rate (the host's own queue
 // may hold the whole window); above the floor the QP follows measured round trips.
-engine::RcConfig rc_config(uint32_t mtu, double slower_line_bps, const model::TimeScale& scale);
+engine::RcConfig rc_config(uint32_t mtu, double slower_line_bps, const model::TimeScale& scale, const model::RcTimers& t);
 
 // On a fabric that is up (`t`: its namespaces), over the scenario's RDMA backend.
 Result<PerfResult> run_perf(const model::Scenario& s, const fabric::KernelPlan& plan, fabric::Testbed& t,

@@ -33,6 +33,7 @@ struct Qpair {
   uint64_t posted = 0, completed = 0, errors = 0;
   uint64_t bytes_posted = 0;
   uint32_t expect_crc = 0;  // CRC-32 of every payload byte posted, in order
+  Nanos failed_at = -1;     // when the runner saw the requester fail (retry exceeded...)
 };
 
 struct Flow {
@@ -49,6 +50,7 @@ struct Job {
   std::vector<size_t> flows;
   Nanos start = 0;  // emulated, from t0
   bool started = false, done = false;
+  bool aborted = false;  // a collective stops at its first failed QP, as NCCL aborts
   uint64_t round = 0;
   Nanos op_started = 0;
   std::vector<double> op_seconds;
@@ -93,7 +95,7 @@ class Session {
   Status add_flow(size_t job, const FlowSpec& f);
   void post(Flow& f, Qpair& q);
   bool step();
-  void collect(Job& j);
+  void collect(Job& j, Nanos now);
   void step_pingpong(Job& j, Nanos now);
   void step_lockstep(Job& j, Nanos now);
   void step_streaming(Job& j, Nanos now);
@@ -163,7 +165,7 @@ Status Session::add_flow(size_t job, const FlowSpec& spec) {
   f.job = job;
   f.spec = spec;
   const auto &A = ranks_.nic(spec.src), &B = ranks_.nic(spec.dst);
-  const engine::RcConfig rc = rc_config(ib_mtu_for(std::min(A.mtu, B.mtu)), std::min(line(spec.src), line(spec.dst)), s_.scale);
+  const engine::RcConfig rc = rc_config(ib_mtu_for(std::min(A.mtu, B.mtu)), std::min(line(spec.src), line(spec.dst)), s_.scale, s_.hosts.rc);
   // Source ports seeded by (node, GPU): GPU 0 keeps the node's own.
   const auto seed_of = [&](size_t r) { return uint32_t(ranks_[r].node) + (uint32_t(ranks_[r].gpu) << 16); };
   for (int q = 0; q < spec.qps; ++q) {
@@ -236,15 +238,23 @@ void Session::post(Flow& f, Qpair& q) {
   q.expect_crc = uint32_t(crc32_combine(q.expect_crc, p.crc, z_off_t(f.spec.message)));
 }
 
-void Session::collect(Job& j) {
+void Session::collect(Job& j, Nanos now) {
   for (size_t fi : j.flows) {
     Flow& f = flows_[fi];
-    for (auto& q : f.qps)
+    for (auto& q : f.qps) {
       for (const auto& c : b_.poll(q.req)) {
         ++q.completed;
         if (!c.ok) ++q.errors;
         else done_bytes_ += f.spec.message;
       }
+      if (q.failed_at < 0 && b_.failed(q.req)) {
+        q.failed_at = now;
+        if (o_.progress)
+          o_.progress(fmt::format("{} {} -> {}: QP {} failed ({}) at {:.6f} s", j.w->name, f.r.from, f.r.to,
+                                  b_.qp_counters(q.req).qpn, b_.qp_counters(q.req).failure,
+                                  double(now - t0_) / 1e9 / s_.scale.factor()));
+      }
+    }
   }
 }
 
@@ -274,6 +284,17 @@ void Session::step_pingpong(Job& j, Nanos now) {
 }
 
 void Session::step_lockstep(Job& j, Nanos now) {
+  bool failed = false;
+  for (size_t fi : j.flows)
+    for (auto& q : flows_[fi].qps) failed = failed || q.failed_at >= 0;
+  if (failed) {
+    // A collective cannot go on without a rank: it stops, its unfinished flows marked failed.
+    j.done = j.aborted = true;
+    j.finished = now;
+    for (size_t fi : j.flows)
+      if (flows_[fi].finished < 0) flows_[fi].finished = now;
+    return;
+  }
   for (size_t fi : j.flows)
     for (auto& q : flows_[fi].qps)
       if (q.completed != q.posted) return;
@@ -349,7 +370,7 @@ bool Session::step() {
       j.op_started = now;
       for (size_t fi : j.flows) flows_[fi].started = now;
     }
-    collect(j);
+    collect(j, now);
     if (j.spec.pingpong) step_pingpong(j, now);
     else if (j.spec.lockstep) step_lockstep(j, now);
     else step_streaming(j, now);
@@ -369,9 +390,17 @@ FlowResult Session::flow_result(Flow& f) {
     wire += q.posted * wire_bytes(f.spec.message, b_.mtu(q.req));
     r.retransmitted += req.rc.retransmitted;
     r.timeouts += req.rc.timeouts;
+    r.rcvd_seq_err += req.rc.naks_received;
+    r.out_of_seq_request += resp.rc.out_of_sequence;
+    r.duplicate_request += resp.rc.duplicates;
+    r.retry_exceeded_err += req.failure == engine::kRetryExceeded;
     if (resp.rc.delivered_bytes != q.bytes_posted || (!j.spec.pingpong && resp.rc.delivered_crc != q.expect_crc))
       r.digest_ok = false;
     if (q.errors) r.digest_ok = false;
+    if (q.failed_at >= 0 && (r.failed_at_s < 0 || double(q.failed_at - t0_) / 1e9 < r.failed_at_s)) {
+      r.failed_at_s = double(q.failed_at - t0_) / 1e9;
+      r.error = req.failure;
+    }
     r.cnp_received += req.cnp_received;
     r.cnp_sent += resp.cnp_sent;
   }
@@ -384,6 +413,9 @@ FlowResult Session::flow_result(Flow& f) {
   r.fct_s = f.finished > f.started ? double(f.finished - f.started) / 1e9 : 0;
   r.ideal_s = double(wire) * 8 / slower;
   r.slowdown = r.ideal_s > 0 ? r.fct_s / r.ideal_s : 0;
+  // A flow that failed, or that its collective abandoned, did not complete.
+  r.failed = r.failed_at_s >= 0 || (j.aborted && bytes < f.spec.message * f.qps.size() * (j.spec.lockstep ? j.spec.rounds : f.spec.per_qp));
+  if (r.failed && r.error.empty()) r.error = "its collective stopped at another rank's failure";
   r.goodput_bps = r.fct_s > 0 ? double(bytes) * 8 / r.fct_s : 0;
   return r;
 }
@@ -495,7 +527,9 @@ Result<WorkloadRun> Session::run() {
   t0_ = next_trace_ = b_.clock().now();
   next_progress_ = t0_ + 1'000'000'000;
   // Everything through the slowest NIC, four times over, plus the last start and slack.
-  const Nanos deadline = t0_ + last_start + Nanos(double(total_bytes_) * 8 / slowest * 4e9) + 30'000'000'000;
+  // A QP with no path fails only after its timer ran (retry_cnt + 1) times: that much more.
+  const Nanos retries = s_.hosts.rc.fixed ? Nanos(s_.hosts.rc.retry_cnt + 2) * s_.scale.emulate(s_.hosts.rc.period()).ns : 0;
+  const Nanos deadline = t0_ + last_start + Nanos(double(total_bytes_) * 8 / slowest * 4e9) + retries + 30'000'000'000;
   const auto cpu0 = sys::thread_cpu();
   const bool finished = b_.run([this] { return step(); }, deadline);
   const Nanos t_end = b_.clock().now();

@@ -28,6 +28,12 @@ struct FlowResult {
   double slowdown = 0;       // fct / ideal
   double goodput_bps = 0;    // bytes × 8 / fct
   uint64_t retransmitted = 0, timeouts = 0, cnp_received = 0;
+  // rxe's counter names (FAULTS.md): NAKs for a PSN gap received, out-of-sequence and
+  // duplicate requests at the responder, QPs that ran out of retries.
+  uint64_t rcvd_seq_err = 0, out_of_seq_request = 0, duplicate_request = 0, retry_exceeded_err = 0;
+  bool failed = false;       // did not complete: a QP failed (or its collective stopped)
+  double failed_at_s = -1;   // emulated, from the first workload's start: when the first QP failed
+  std::string error;         // why (the QP's completion error)
   uint64_t cnp_sent = 0;  // by the responder's QPs: the CNPs this flow's marks caused
   bool digest_ok = true;     // the responder's CRC of what it applied = the CRC of what was sent
   bool streaming = false;    // posts back to back (write_bw, incast, permutation), not in lock step

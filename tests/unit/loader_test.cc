@@ -256,3 +256,22 @@ TEST(Loader, HostileFilesAreRefusedBoundedAndQuoted) {
   for (const std::string& p : {fifo, big, bad}) std::remove(p.c_str());
   rmdir(dir);
 }
+
+// hosts.rc: an RNIC's timer by exponent and retry count, or NCCL's by name; ranges as IBTA's.
+TEST(Loader, HostsRcTimers) {
+  auto s = must_load(kSmall);
+  EXPECT_FALSE(s.hosts.rc.fixed) << "unset: the engine's adaptive timer";
+  s = must_load(std::string(kSmall) + "hosts: {rc: {timeout: 14, retry_cnt: 3}}\n");
+  EXPECT_TRUE(s.hosts.rc.fixed);
+  EXPECT_EQ(s.hosts.rc.timeout, 14);
+  EXPECT_EQ(s.hosts.rc.retry_cnt, 3);
+  EXPECT_EQ(s.hosts.rc.period().ns, 4096LL << 14);  // 67.1 ms
+  s = must_load(std::string(kSmall) + "hosts: {rc: nccl}\n");
+  EXPECT_EQ(s.hosts.rc.timeout, 20);
+  EXPECT_EQ(s.hosts.rc.retry_cnt, 7);
+  EXPECT_EQ(must_load(std::string(kSmall) + "hosts: {rc: {timeout: 0}}\n").hosts.rc.period().ns, 0) << "0: infinite";
+  for (const char* bad : {"{timeout: 32}", "{retry_cnt: 8}", "{timeout: -1}", "ncc", "{timout: 3}"}) {
+    auto e = errors_of(std::string(kSmall) + "hosts: {rc: " + bad + "}\n");
+    EXPECT_FALSE(e.empty()) << bad;
+  }
+}

@@ -210,6 +210,45 @@ TEST(Transport, TimeoutRetransmitsBacksOffAndGivesUpAfterTheRetryLimit) {
   EXPECT_EQ(a.stats().timeouts, 3u);
 }
 
+// hosts.rc {timeout, retry_cnt}: an RNIC's fixed timer. Each timeout is the same period
+// (no back-off, no RTT estimate), and after retry_cnt + 1 of them without progress the WR
+// completes with the retry-exceeded error and the QP is in the error state: the failure
+// time is predictable, (retry_cnt + 1) x the period after the last progress.
+TEST(Transport, FixedTimerFailsAfterRetryCntPlusOnePeriods) {
+  RcQp a(1, 2, 0, 0, {.rto = 1000, .retry_limit = 3, .fixed_timeout = true});
+  a.post_write(pattern(100, 1), 0, 1);
+  a.post_write(pattern(100, 2), 0, 1);
+  ASSERT_TRUE(a.next_tx(0));
+  for (Nanos t = 1000; t <= 3000; t += 1000) {
+    EXPECT_EQ(a.next_timer(), t) << "the same period every time";
+    a.on_timer(t - 1);
+    EXPECT_FALSE(a.failed());
+    a.on_timer(t);
+    EXPECT_TRUE(a.next_tx(t)) << "go back N at " << t;
+  }
+  EXPECT_FALSE(a.failed());
+  a.on_timer(4000);  // the fourth timeout: retry_cnt 3 exhausted
+  EXPECT_TRUE(a.failed());
+  EXPECT_EQ(a.failed_at(), 4000);
+  EXPECT_EQ(a.failure(), kRetryExceeded);
+  auto c = a.take_completions();
+  ASSERT_EQ(c.size(), 2u) << "every outstanding WR completes in error";
+  EXPECT_FALSE(c[0].ok);
+  EXPECT_EQ(c[1].error, kRetryExceeded);
+  EXPECT_EQ(a.stats().timeouts, 4u);
+  EXPECT_EQ(a.next_timer(), LLONG_MAX);
+}
+
+TEST(Transport, FixedTimerZeroNeverTimesOut) {
+  RcQp a(1, 2, 0, 0, {.rto = 0, .retry_limit = 0, .fixed_timeout = true});
+  a.post_write(pattern(100, 1), 0, 1);
+  ASSERT_TRUE(a.next_tx(0));
+  EXPECT_EQ(a.next_timer(), LLONG_MAX);
+  a.on_timer(1'000'000'000'000);
+  EXPECT_FALSE(a.failed());
+  EXPECT_EQ(a.stats().timeouts, 0u);
+}
+
 TEST(Transport, TimeoutFollowsTheMeasuredRoundTrip) {
   RcQp a(1, 2, 0, 0, {.rto = 1000}), b(2, 1, 0, 0, {});
   std::vector<uint8_t> mem(4096);
