@@ -223,6 +223,7 @@ int cmd_up(const po::variables_map& vm, const Globals& g) {
   catch_signals();
   fabric::UpOptions o;
   o.scenario_path = vm["scenario"].as<std::string>();
+  o.scenario_record = run::resolved_json(*s).dump();  // `inject` attaches with it
   o.cancel = &g_cancel;
   o.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
   auto t = fabric::LocalTestbed::up(*s, o);

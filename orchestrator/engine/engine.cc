@@ -103,6 +103,7 @@ struct Engine::Endpoint {
   double ready_bps = 0;  // as of the end of its last turn; 0 while its queue refused packets
   double allowed_bytes = 0, paced_bytes = 0;
   uint64_t sent_this_turn = 0;
+  bool down = false;  // halted as of its last turn
   Endpoint(EndpointSpec s, sys::Fd fd, Nanos cnp_interval) : spec(std::move(s)), rx(std::move(fd)), np(cnp_interval) {}
 };
 
@@ -130,6 +131,7 @@ struct Engine::Qp {
   // How long its NIC has been held by PFC: the RC transport runs on the time the NIC could
   // send (an RNIC's ACK timer does not run for a packet its paused port still holds).
   std::function<Nanos()> nic_paused;
+  bool lost = false;  // its host crashed while it was at work: it answers nothing, ever
 };
 
 Engine::Engine(const DcqcnParams& dcqcn, const Clock& clock) : dcqcn_(dcqcn), clock_(clock) {}
@@ -224,6 +226,10 @@ void Engine::receive(Endpoint& ep, Nanos now) {
         continue;
       }
       Qp& q = *qps_[it->second];
+      if (q.lost) {  // as a QP the crashed host no longer has
+        ++ep.stats.unknown_qp;
+        continue;
+      }
       if (p.bth.opcode == Opcode::kCnp) {
         ++ep.stats.cnp_received;
         q.rp.on_cnp(now);
@@ -280,6 +286,11 @@ void Engine::send_batch(Qp& q, TxBatch& b) {
   EndpointStats& st = endpoints_[q.ep]->stats;
   while (done < b.n) {
     const int k = sendmmsg(q.tx.get(), b.msgs + done, unsigned(b.n - done), MSG_DONTWAIT);
+    if (k < 0 && (errno == ENETDOWN || errno == ENETUNREACH || errno == EHOSTUNREACH || errno == ECONNREFUSED)) {
+      ++st.unroutable;  // the NIC's link is down or no route is left: lost, as on a dead port
+      ++done;
+      continue;
+    }
     if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != ENOBUFS) {
       ++st.send_errors;
       st.last_send_error = errno;
@@ -393,6 +404,7 @@ Nanos Engine::rc_time(const Qp& q, Nanos now) const { return q.nic_paused ? now 
 Nanos Engine::next_due(Nanos now) const {
   Nanos due = now + kMaxSleep;
   for (const auto& q : qps_) {
+    if (q->lost || endpoints_[q->ep]->down) continue;
     if (q->cnp_due || q->rc.response_pending()) return now;
     if (!q->held.empty()) due = std::min(due, now + 100'000);  // the socket was full: retry soon
     if (q->rc.data_ready()) due = std::min(due, std::max(q->next_at, endpoints_[q->ep]->next_at));
@@ -402,9 +414,33 @@ Nanos Engine::next_due(Nanos now) const {
   return due;
 }
 
+// A host that went down: what its sockets hold is gone, and so is every QP that was at work.
+bool Engine::halted(Endpoint& ep, Nanos now) {
+  const bool down = ep.spec.halted && ep.spec.halted();
+  if (down && !ep.down) {
+    ++ep.stats.crashes;
+    for (size_t id : ep.served) {
+      Qp& q = *qps_[id];
+      const auto& st = q.rc.stats();
+      if (q.lost || (st.tx_packets == 0 && st.rx_packets == 0 && q.rc.idle())) continue;
+      q.lost = true;
+      q.rc.abort("the host crashed", rc_time(q, now));
+      q.held.clear();
+      q.cnp_due = false;
+    }
+    // Drain what the sockets hold: a rebooted NIC has none of it.
+    char sink[64];
+    while (recv(ep.rx.get(), sink, sizeof sink, MSG_DONTWAIT) >= 0) {
+    }
+  }
+  ep.down = down;
+  return down;
+}
+
 void Engine::turn() {
   const Nanos now = clock_.now();
-  for (auto& ep : endpoints_) receive(*ep, now);
+  for (auto& ep : endpoints_)
+    if (!halted(*ep, now)) receive(*ep, now);
   // Hosts are served in a new random order every turn. A fixed order put one host's packets
   // last into a shared switch queue whenever both were due, so that host met the fuller queue,
   // drew more ECN marks and CNPs and settled below its fair share (dcqcn-fairness: 21 CNPs
@@ -415,6 +451,10 @@ void Engine::turn() {
     std::swap(ep_order_[i - 1], ep_order_[splitmix(turns_ * 0x10000 + i) % i]);
   for (size_t e : ep_order_) {
     Endpoint& ep = *endpoints_[e];
+    if (ep.down) {
+      ep.last_turn = 0;
+      continue;
+    }
     const double allowance = ep.last_turn ? ep.ready_bps * double(now - ep.last_turn) / 8e9 : 0;
     ep.last_turn = now;
     ep.sent_this_turn = 0;
@@ -422,6 +462,7 @@ void Engine::turn() {
     bool refused = false;
     for (size_t id : ep.served) {
       Qp& q = *qps_[id];
+      if (q.lost) continue;
       q.rc.on_timer(rc_time(q, now));
       q.rp.advance(now);
       transmit(q, now);

@@ -24,6 +24,10 @@ struct EndpointSpec {
   int netns_fd = -1;  // the host's namespace (the caller's; must outlive the engine's sockets' making)
   uint32_t addr = 0;  // the NIC's IPv4 address, host order
   double line_bps = 0;  // emulated line rate: the pacer's ceiling
+  // True while the host is down (a node_crash fault): its NIC neither sends nor receives, and
+  // the QPs that were at work lose their state as a crashed host's do — they fail, and never
+  // answer again. QPs that had not begun survive (as if made after the host came back).
+  std::function<bool()> halted;
 };
 
 struct EndpointStats {
@@ -32,6 +36,8 @@ struct EndpointStats {
   uint64_t send_blocked = 0;  // batches the host's full queue held back (sent later, never lost)
   uint64_t rx_overflow = 0;   // datagrams the kernel dropped because the receive socket was full
   uint64_t send_errors = 0;   // packets the kernel refused (not a full queue): a bug, never expected
+  uint64_t unroutable = 0;    // packets the kernel had no route or link for (a link fault): lost
+  uint64_t crashes = 0;       // times the host went down (node_crash)
   int last_send_error = 0;    // its errno
   double pacing_error = 0;    // the NIC as a whole: data sent / what its ready QPs' rates allowed, - 1
 };
@@ -80,6 +86,7 @@ class Engine {
   struct Endpoint;
   struct Qp;
   void receive(Endpoint& ep, Nanos now);
+  bool halted(Endpoint& ep, Nanos now);
   void transmit(Qp& q, Nanos now);
   double pace(Qp& q, Nanos now, double rate);
   struct TxBatch;

@@ -89,6 +89,8 @@ class RcQp {
   void on_timer(Nanos now);  // retransmission timeout
   Nanos next_timer() const;  // when on_timer has work, or INT64_MAX
 
+  // The QP's state is gone (its host crashed): every outstanding WR completes in error.
+  void abort(const std::string& why, Nanos now) { fail_all(why, now); }
   std::vector<Completion> take_completions();
   std::deque<std::vector<uint8_t>>& received() { return received_; }  // SEND messages, in order
   bool idle() const { return wrs_.empty() && !ack_pending_ && !nak_pending_; }

@@ -72,6 +72,18 @@ std::string format_mac(const netlink::Mac& m) {
   return buf;
 }
 
+std::vector<netlink::RouteSpec> route_specs(const NodePlan& np, const model::NodeRoutes& routes) {
+  std::map<std::string, int> ifindex_of;
+  for (const PortPlan& p : np.ports) ifindex_of[p.ifname] = p.ifindex;
+  std::vector<netlink::RouteSpec> out;
+  for (const model::Route& r : routes.routes) {
+    netlink::RouteSpec rs{r.dst.addr, r.dst.len, r.table, {}};
+    for (const model::NextHop& h : r.nexthops) rs.nexthops.push_back({h.via, ifindex_of.at(h.dev)});
+    out.push_back(std::move(rs));
+  }
+  return out;
+}
+
 KernelPlan plan_kernel(const model::Scenario& s) {
   KernelPlan kp;
   kp.port_config = make_port_config(s.qos);
@@ -101,7 +113,6 @@ KernelPlan plan_kernel(const model::Scenario& s) {
     np.loopback = n.loopback.addr;
     np.hash_seed = node_hash_seed(s.seed, n.name);
     np.sysctls = node_sysctls(np.host, np.hash_seed);
-    std::map<std::string, int> ifindex_of;
     for (size_t p = 0; p < n.ports.size(); ++p) {
       size_t li = n.ports[p];
       const model::Link& l = s.links[li];
@@ -123,14 +134,9 @@ KernelPlan plan_kernel(const model::Scenario& s) {
       pp.peer_ifindex = kFirstPortIfindex + static_cast<int>(first_slot[peer.node] + peer_port);
       pp.peer_addr = peer.addr;
       pp.peer_mac = port_mac(s.seed, peer.node, peer_port);
-      ifindex_of[pp.ifname] = pp.ifindex;
       np.ports.push_back(pp);
     }
-    for (const model::Route& r : s.routes[x].routes) {
-      netlink::RouteSpec rs{r.dst.addr, r.dst.len, r.table, {}};
-      for (const model::NextHop& h : r.nexthops) rs.nexthops.push_back({h.via, ifindex_of.at(h.dev)});
-      np.routes.push_back(std::move(rs));
-    }
+    np.routes = route_specs(np, s.routes[x]);
     int prio = kFirstRulePriority;
     for (const model::SourceRule& r : s.routes[x].rules) np.rules.push_back({r.from, r.table, prio++});
   }

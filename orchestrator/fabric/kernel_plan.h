@@ -69,6 +69,9 @@ struct KernelPlan {
 
 KernelPlan plan_kernel(const model::Scenario& s);
 
+// A node's model routes as netlink requests (next hops by the node's port ifindexes).
+std::vector<netlink::RouteSpec> route_specs(const NodePlan& np, const model::NodeRoutes& routes);
+
 // The headroom inputs of a node's ports (same order): emulated rate and physical headroom.
 std::vector<bpf::HeadroomPort> headroom_inputs(const KernelPlan& kp, const NodePlan& np);
 

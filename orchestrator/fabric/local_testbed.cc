@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "model/loader.h"
 #include "netlink/batch.h"
 #include "netlink/query.h"
 #include "sys/netns.h"
@@ -59,6 +60,7 @@ Result<std::unique_ptr<LocalTestbed>> LocalTestbed::up(const model::Scenario& s,
     t->nodes_.push_back(std::move(n));
   }
   t->agent_socket_ = t->fabric_->agent_socket();
+  t->scenario_ = s;
   if (auto st = t->open_maps(); !st) {
     (void)t->down();
     return st.error();
@@ -276,6 +278,124 @@ Result<fabric::Change> LocalTestbed::set_link(const PortRef& p, bool up) {
   if (auto st = write_link(p, up); !st) return st.error();
   return Change(std::string("link ") + (up ? "up" : "down") + " on " + name(p),
                 [this, p, before] { return write_link(p, before); });
+}
+
+// --- link faults and routing -----------------------------------------------------------
+
+std::vector<size_t> LocalTestbed::links_down() const {
+  std::vector<size_t> out;
+  for (const auto& [link, n] : down_)
+    if (n > 0) out.push_back(link);
+  return out;
+}
+
+Status LocalTestbed::load_routing() {
+  if (!routes_.empty()) return ok();
+  if (!scenario_) {
+    const std::string path = scenario_record_path(instance_);
+    auto res = model::load_scenario_file(path);
+    if (!res.ok())
+      return env("instance " + instance_ + " has no usable scenario record (" + path +
+                 "): link faults reconverge routes from it, and only 'rocelab up' keeps one");
+    scenario_ = std::move(*res.scenario);
+    kplan_ = plan_kernel(*scenario_);
+    if (kplan_->ports != maps_->ports())
+      return env(path + " does not describe instance " + instance_ + " (" + std::to_string(kplan_->ports) +
+                 " ports, the fabric has " + std::to_string(maps_->ports()) + ")");
+    // Links an earlier `inject` took down stay down: read them from the kernel.
+    for (const VethPlan& v : kplan_->veths) {
+      const NodePlan& a = kplan_->nodes[v.a_node];
+      const size_t x = node_index(a.node);
+      if (x == SIZE_MAX) return env(path + " names node " + a.node + ", which instance " + instance_ + " lacks");
+      auto in = enter(netns_fd(x), a.node);
+      if (!in) return in.error();
+      netlink::Status st;
+      auto l = netlink::link(*in->sock, a.ports[v.a_port].ifindex, st);
+      if (!l) return env(a.node + ": " + st.text);
+      if (!l->admin_up) down_[a.ports[v.a_port].link] = 1;
+    }
+  }
+  const auto routes = model::plan_routes(*scenario_, links_down());
+  for (size_t x = 0; x < plan().nodes.size(); ++x) routes_.push_back(route_specs(plan().nodes[x], routes[x]));
+  return ok();
+}
+
+Status LocalTestbed::set_link_both(size_t link, bool up) {
+  const VethPlan& v = plan().veths.at(link);
+  for (auto [n, p] : {std::pair{v.a_node, v.a_port}, std::pair{v.b_node, v.b_port}}) {
+    const NodePlan& np = plan().nodes[n];
+    const PortPlan& pp = np.ports[p];
+    auto in = enter(netns_fd(node_index(np.node)), np.node);
+    if (!in) return in.error();
+    netlink::Batch b(*in->sock);
+    b.set_link(pp.ifindex, up);
+    // A device going down takes its permanent neighbour entries with it: put them back.
+    if (up) b.replace_neigh({pp.ifindex, pp.peer_addr, pp.peer_mac});
+    if (auto s = b.flush(); !s.ok()) return env(np.node + ":" + pp.ifname + ": " + s.text);
+  }
+  return ok();
+}
+
+Status LocalTestbed::reconverge() {
+  const auto routes = model::plan_routes(*scenario_, links_down());
+  using Key = std::tuple<int, uint32_t, int>;  // table, prefix, length
+  for (size_t x = 0; x < plan().nodes.size(); ++x) {
+    const NodePlan& np = plan().nodes[x];
+    auto want = route_specs(np, routes[x]);
+    std::map<Key, const netlink::RouteSpec*> have;
+    for (const auto& r : routes_[x]) have[{r.table, r.dst, r.prefix_len}] = &r;
+    std::vector<const netlink::RouteSpec*> replace, remove;
+    for (const auto& r : want) {
+      auto it = have.find({r.table, r.dst, r.prefix_len});
+      if (it == have.end() || !(*it->second == r)) replace.push_back(&r);
+      if (it != have.end()) have.erase(it);
+    }
+    for (const auto& [k, r] : have) remove.push_back(r);
+    if (replace.empty() && remove.empty()) continue;
+    auto in = enter(netns_fd(node_index(np.node)), np.node);
+    if (!in) return in.error();
+    netlink::Batch b(*in->sock);
+    for (const auto* r : replace) b.replace_route(*r);
+    for (const auto* r : remove) b.delete_route(*r);
+    if (auto s = b.flush(); !s.ok()) return env(np.node + ": reconverging: " + s.text);
+    path_changes_ += replace.size() + remove.size();
+    routes_[x] = std::move(want);
+  }
+  return ok();
+}
+
+Result<Change> LocalTestbed::fail_link(const PortRef& p) {
+  if (auto st = load_routing(); !st) return st.error();
+  const NodeInfo& n = nodes_.at(p.node);
+  const size_t pn = plan_node(n.name);
+  if (pn == SIZE_MAX) return env("node " + n.name + " is not in the scenario record");
+  const auto& ports = plan().nodes[pn].ports;
+  auto pp = std::find_if(ports.begin(), ports.end(), [&](const PortPlan& x) { return x.slot == p.slot; });
+  if (pp == ports.end()) return env(name(p) + " is not in the scenario record");
+  const size_t link = pp->link;
+  if (down_[link]++ == 0) {
+    Status st = set_link_both(link, false);
+    if (st) st = reconverge();
+    if (!st) {
+      // Put back whatever half of it happened.
+      down_.erase(link);
+      (void)set_link_both(link, true);
+      (void)reconverge();
+      return st.error();
+    }
+  }
+  return Change("link " + name(p) + " down", [this, link]() -> Status {
+    if (--down_[link] > 0) return ok();
+    down_.erase(link);
+    if (auto st = set_link_both(link, true); !st) return st;
+    return reconverge();
+  });
+}
+
+size_t LocalTestbed::plan_node(const std::string& name) const {
+  for (size_t i = 0; i < plan().nodes.size(); ++i)
+    if (plan().nodes[i].node == name) return i;
+  return SIZE_MAX;
 }
 
 }  // namespace rocelab::fabric

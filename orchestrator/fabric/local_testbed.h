@@ -4,6 +4,7 @@
 // node's namespace and each records the undo of exactly its own change.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,10 @@ class LocalTestbed final : public Testbed {
   Result<Change> set_corruption(const PortRef& p, double probability, uint64_t seed) override;
   Result<Change> set_pause(const PortRef& p, uint32_t prio, bool paused) override;
   Result<Change> set_link(const PortRef& p, bool up) override;
+  Result<Change> fail_link(const PortRef& p) override;
+  uint64_t path_changes() const override { return path_changes_; }
+  // Links with an end administratively down now, by index into the scenario's links.
+  std::vector<size_t> links_down() const;
   std::function<int64_t()> pause_clock(const PortRef& p, uint32_t prio) override;
 
  private:
@@ -50,6 +55,11 @@ class LocalTestbed final : public Testbed {
   Result<Change> set_draw(const PortRef& p, Draw d, double probability, uint64_t seed);
   Status write_pause(const PortRef& p, uint32_t prio, bool paused);
   Status write_link(const PortRef& p, bool up);
+  Status load_routing();  // the scenario and its plan, and which links are down now
+  Status set_link_both(size_t link, bool up);
+  Status reconverge();
+  size_t plan_node(const std::string& name) const;  // SIZE_MAX: none
+  const KernelPlan& plan() const { return fabric_ ? fabric_->plan() : *kplan_; }
 
   std::string instance_;
   std::unique_ptr<Fabric> fabric_;
@@ -59,6 +69,13 @@ class LocalTestbed final : public Testbed {
   std::string agent_socket_;    // empty: no agent
   sys::MonotonicClock clock_;
   bool keep_ = false;
+  // Routing: the scenario (a copy when brought up here; NAME.scenario.json when attached),
+  // the routes each node holds now, and the faults holding each link down.
+  std::optional<model::Scenario> scenario_;
+  std::optional<KernelPlan> kplan_;
+  std::vector<std::vector<netlink::RouteSpec>> routes_;
+  std::map<size_t, int> down_;
+  uint64_t path_changes_ = 0;
 };
 
 }  // namespace rocelab::fabric

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -180,12 +181,41 @@ std::unique_ptr<Fabric> Fabric::up(const model::Scenario& s, const UpOptions& o,
             "' takes it away";
     return nullptr;
   }
+  if (!o.scenario_record.empty() && !f->keep_scenario(o.scenario_record, why)) {
+    std::string w;
+    if (!f->down(w)) why += "; rollback: " + w;
+    return nullptr;
+  }
   if (!f->build(o, why) || !f->start_agent(o, why)) {
     std::string w;
     if (!f->down(w)) why += "; rollback: " + w;
     return nullptr;
   }
   return f;
+}
+
+std::string scenario_record_path(const std::string& instance) {
+  return std::string(sys::kStateDir) + "/" + instance + ".scenario.json";
+}
+
+// Logged before written, so `down` removes it whatever happens after; written whole or not
+// at all (a reader never sees half of it).
+bool Fabric::keep_scenario(const std::string& text, std::string& why) {
+  const std::string path = scenario_record_path(instance_);
+  if (!log_->append({"file " + path}, why)) return false;
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "we");
+  if (!f) {
+    why = tmp + ": " + std::strerror(errno);
+    return false;
+  }
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    why = path + ": " + std::strerror(errno);
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
 }
 
 // The progress and cancellation of one `up`.

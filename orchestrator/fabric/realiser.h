@@ -22,9 +22,13 @@
 namespace rocelab::fabric {
 
 std::string state_path(const std::string& instance);
+std::string scenario_record_path(const std::string& instance);
 
 struct UpOptions {
   std::string scenario_path;                          // recorded in the state file
+  // Kept beside the state file as NAME.scenario.json (and removed with the fabric), so a
+  // later process can attach with the scenario: `inject` reconverges routes from it.
+  std::string scenario_record;
   const std::atomic<bool>* cancel = nullptr;          // set by a signal: roll back and stop
   std::function<void(const std::string&)> progress;   // long fabrics report as they go
 };
@@ -62,6 +66,7 @@ class Fabric {
   bool make_veths(Steps& st);
   bool configure_node(size_t x, std::string& why);
   bool start_agent(const UpOptions& o, std::string& why);
+  bool keep_scenario(const std::string& text, std::string& why);
 
   std::string instance_;
   KernelPlan plan_;

@@ -54,4 +54,39 @@ Result<std::vector<PortRef>> Testbed::select(std::string_view only) const {
   return out;
 }
 
+std::shared_ptr<std::atomic<int>> Testbed::halted_flag(size_t node) {
+  auto& f = halted_[node];
+  if (!f) f = std::make_shared<std::atomic<int>>(0);
+  return f;
+}
+
+std::function<bool()> Testbed::node_halted(size_t node) {
+  return [f = halted_flag(node)] { return f->load(std::memory_order_relaxed) > 0; };
+}
+
+Result<Change> Testbed::crash_node(size_t node) {
+  if (node >= nodes().size()) return error(Errc::kBadInput, "no node " + std::to_string(node));
+  auto flag = halted_flag(node);
+  // Halt first: the endpoints stop before the links go, as a host that dies takes its NIC with it.
+  flag->fetch_add(1);
+  std::vector<Change> links;
+  for (size_t p = 0; p < nodes()[node].ports.size(); ++p) {
+    auto c = fail_link(PortRef{node, p, nodes()[node].ports[p].slot});
+    if (!c) {
+      for (auto it = links.rbegin(); it != links.rend(); ++it) (void)it->undo();
+      flag->fetch_sub(1);
+      return c.error();
+    }
+    links.push_back(std::move(*c));
+  }
+  auto held = std::make_shared<std::vector<Change>>(std::move(links));
+  return Change("crash " + nodes()[node].name, [held, flag]() -> Status {
+    Status first = ok();
+    for (auto it = held->rbegin(); it != held->rend(); ++it)
+      if (auto st = it->undo(); !st && first) first = st;
+    flag->fetch_sub(1);  // up again once its links are: it answers what reaches it
+    return first;
+  });
+}
+
 }  // namespace rocelab::fabric

@@ -5,7 +5,10 @@
 // use a fake, so fault timelines and the like run without root.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <functional>
 #include <optional>
 #include <string>
@@ -93,9 +96,27 @@ class Testbed {
   virtual Result<Change> set_pause(const PortRef& p, uint32_t prio, bool paused) = 0;
   // The port's administrative state (its veth peer loses carrier with it).
   virtual Result<Change> set_link(const PortRef& p, bool up) = 0;
+  // The link `p` is an end of fails: carrier off at both ends (each administratively down),
+  // and the fabric's routes reconverge around it as a link-state protocol would
+  // (model::plan_routes without it): ECMP groups lose the dead next hop and flows re-hash,
+  // prefixes behind it are withdrawn. The Change brings the link back and reconverges.
+  // Faults on one link nest: it comes back when the last of them ends.
+  virtual Result<Change> fail_link(const PortRef& p) = 0;
+  // Route entries (node, prefix) that reconvergence has changed so far.
+  virtual uint64_t path_changes() const = 0;
+  // The node crashes: every link of it fails (fail_link) and it halts (node_halted), so its
+  // RDMA endpoints stop answering; the Change brings the links back and the node up again.
+  Result<Change> crash_node(size_t node);
+  // True while the node is crashed; for RDMA backends, which read it from their own thread.
+  std::function<bool()> node_halted(size_t node);
+
   // How long `prio` on `p` has been held by received PFC so far (CLOCK_MONOTONIC ns, a
   // pause in force included), read cheaply and often: an RNIC's timers stop while it is.
   virtual std::function<int64_t()> pause_clock(const PortRef& p, uint32_t prio) = 0;
+
+ private:
+  std::shared_ptr<std::atomic<int>> halted_flag(size_t node);
+  std::map<size_t, std::shared_ptr<std::atomic<int>>> halted_;  // crashes in force, per node
 };
 
 }  // namespace rocelab::fabric

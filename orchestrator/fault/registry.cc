@@ -7,6 +7,9 @@ const Registry<Kind>& kinds() {
   static const Registry<Kind> k({
       loss_kind(),
       corruption_kind(),
+      link_down_kind(),
+      link_flap_kind(),
+      node_crash_kind(),
   });
   return k;
 }
@@ -22,10 +25,9 @@ Kind per_packet_kind(std::string type, std::string summary,
   k.type = type;
   k.summary = std::move(summary);
   k.required = {"probability"};
-  k.validate = [type](const model::Fault& f, const model::Scenario&) {
+  k.validate = [type](const model::Fault& f, const model::Scenario& s) {
     std::vector<std::string> out;
-    if (f.target.find(':') == std::string::npos)
-      out.push_back("a " + type + " fault's target is a port, NODE:PORT (e.g. leaf1:host1), not '" + f.target + "'");
+    if (auto why = port_problem(type, f.target, s); !why.empty()) out.push_back(why);
     return out;
   };
   k.start = [set, stream](fabric::Testbed& t, const Start& s) -> Result<fabric::Change> {
@@ -35,6 +37,28 @@ Kind per_packet_kind(std::string type, std::string summary,
     return (t.*set)(*port, s.fault.probability.value_or(0), s.seed ^ (stream * (s.index + 1)));
   };
   return k;
+}
+
+std::string port_problem(const std::string& type, const std::string& target, const model::Scenario& s) {
+  const size_t colon = target.find(':');
+  if (colon == std::string::npos)
+    return "a " + type + " fault's target is a port, NODE:PORT (e.g. leaf1:spine1), not '" + target + "'";
+  const std::string node = target.substr(0, colon), port = target.substr(colon + 1);
+  auto n = s.find_node(node);
+  if (!n) return "a " + type + " fault names node '" + node + "', which the fabric does not have";
+  std::string names;
+  for (size_t li : s.nodes[*n].ports) {
+    const std::string& name = s.links[li].end(*n).ifname;
+    if (name == port) return {};
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  return "a " + type + " fault names port '" + port + "' of " + node + ", which has no such port (its ports: " + names + ")";
+}
+
+std::string node_problem(const std::string& type, const std::string& target, const model::Scenario& s) {
+  if (!s.find_node(target))
+    return "a " + type + " fault's target is a node of the fabric, and it has no '" + target + "'";
+  return {};
 }
 
 }  // namespace rocelab::fault

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,6 +23,13 @@ struct Start {
   uint64_t seed = 0;   // the scenario's
 };
 
+// A stretch of time a fault is in force: from `at` + offset, for length (nullopt: to the end
+// of the run). Physical times.
+struct Piece {
+  model::Duration offset{0};
+  std::optional<model::Duration> length;
+};
+
 struct Kind {
   std::string type;
   std::string summary;  // for --help and the "built kinds" list
@@ -31,6 +39,8 @@ struct Kind {
   std::function<std::vector<std::string>(const model::Fault&, const model::Scenario&)> validate;
   // Applies the fault; the Change ends it (undo restores exactly what it replaced).
   std::function<Result<fabric::Change>(fabric::Testbed&, const Start&)> start;
+  // When it is in force; unset: one piece, `duration` long (to the end without one).
+  std::function<std::vector<Piece>(const model::Fault&)> pieces;
 };
 
 // Keys every fault has (type, target and at are required by the model already).
@@ -45,8 +55,15 @@ Kind per_packet_kind(std::string type, std::string summary,
                      Result<fabric::Change> (fabric::Testbed::*set)(const fabric::PortRef&, double, uint64_t),
                      uint64_t stream);
 
+// Why `target` names no port of the scenario ("NODE:PORT"), or empty; likewise for a node.
+std::string port_problem(const std::string& type, const std::string& target, const model::Scenario& s);
+std::string node_problem(const std::string& type, const std::string& target, const model::Scenario& s);
+
 // The kinds' own definitions (one file each).
 Kind loss_kind();
 Kind corruption_kind();
+Kind link_down_kind();
+Kind link_flap_kind();
+Kind node_crash_kind();
 
 }  // namespace rocelab::fault

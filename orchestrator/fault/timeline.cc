@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 #include "fault/registry.h"
 
@@ -10,9 +11,13 @@ namespace rocelab::fault {
 Timeline::Timeline(const model::Scenario& s, fabric::Testbed& t) : s_(s), t_(t), active_(s.faults.size()) {
   for (size_t i = 0; i < s.faults.size(); ++i) {
     const auto& f = s.faults[i];
-    const sys::Nanos at = s.scale.emulate(f.at).ns;
-    events_.push_back({at, i, true});
-    if (f.duration) events_.push_back({at + s.scale.emulate(*f.duration).ns, i, false});
+    const Kind* k = kinds().find(f.type);
+    const std::vector<Piece> pieces = k && k->pieces ? k->pieces(f) : std::vector<Piece>{{model::Duration{0}, f.duration}};
+    for (const Piece& p : pieces) {
+      const sys::Nanos at = s.scale.emulate(model::Duration{f.at.ns + p.offset.ns}).ns;
+      events_.push_back({at, i, true});
+      if (p.length) events_.push_back({at + s.scale.emulate(*p.length).ns, i, false});
+    }
   }
   // Ties: in scenario order, a start before an end of the same instant.
   std::stable_sort(events_.begin(), events_.end(), [](const Event& a, const Event& b) { return a.at < b.at; });
@@ -63,6 +68,22 @@ void Timeline::finish(sys::Nanos now) {
   next_ = events_.size();
 }
 
+double Timeline::link_down_seconds() const {
+  std::vector<double> since(s_.faults.size(), -1);
+  double total = 0;
+  for (const auto& h : happened_) {
+    const auto& f = s_.faults[h.fault];
+    double links = 0;
+    if (f.type == "link_down" || f.type == "link_flap") links = 1;
+    if (f.type == "node_crash")
+      if (auto n = s_.find_node(f.target)) links = double(s_.nodes[*n].ports.size());
+    if (links == 0 || !h.ok) continue;
+    if (h.begin) since[h.fault] = h.t_s;
+    else if (since[h.fault] >= 0) total += links * (h.t_s - std::exchange(since[h.fault], -1));
+  }
+  return total;
+}
+
 bool Timeline::failed() const {
   return std::any_of(happened_.begin(), happened_.end(), [](const Happened& h) { return !h.ok; });
 }
@@ -73,6 +94,21 @@ nlohmann::ordered_json Timeline::to_json() const {
     nlohmann::ordered_json r{{"t_s", h.t_s}, {"fault", h.fault}, {"type", h.type}, {"target", h.target},
                              {"action", h.begin ? "start" : "end"}, {"ok", h.ok}};
     if (h.probability) r["probability"] = *h.probability;
+    const auto& f = s_.faults[h.fault];
+    if (h.begin) {
+      nlohmann::ordered_json p = nlohmann::ordered_json::object();
+      if (f.duration) p["duration_s"] = double(f.duration->ns) / 1e9;
+      if (f.period) p["period_s"] = double(f.period->ns) / 1e9;
+      if (f.down) p["down_s"] = double(f.down->ns) / 1e9;
+      if (f.count) p["count"] = *f.count;
+      if (f.priority) p["priority"] = *f.priority;
+      if (!f.train.empty()) {
+        auto t = nlohmann::ordered_json::array();
+        for (const auto& d : f.train) t.push_back(double(d.ns) / 1e9);
+        p["train_s"] = t;
+      }
+      if (!p.empty()) r["parameters"] = p;
+    }
     if (!h.ok) r["error"] = h.error;
     out.push_back(std::move(r));
   }

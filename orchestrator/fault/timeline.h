@@ -39,6 +39,9 @@ class Timeline {
 
   const std::vector<Happened>& happened() const { return happened_; }
   bool failed() const;
+  // Physical seconds links were down, summed over links (link_down, link_flap; a node_crash
+  // counts each of its node's links).
+  double link_down_seconds() const;
   nlohmann::ordered_json to_json() const;
 
  private:

@@ -117,7 +117,12 @@ const std::vector<MetricInfo>& metric_registry() {
       {"host_rx_overflow", MetricKind::kScalar, "count", {},
        "packets lost in full host receive sockets (the engine read too late); > 0 makes the run invalid"},
       {"digest_errors", MetricKind::kScalar, "count", {},
-       "flows that completed but whose responder-side CRC of delivered payload differs from what was sent (must be 0)"},
+       "flows whose responder-side CRC of delivered payload differs from what was sent, or, for a failed flow, that lack bytes they acknowledged (must be 0)"},
+      {"link_down_time", MetricKind::kScalar, "s", {},
+       "seconds links were down under link_down, link_flap and node_crash faults, summed over links (a crash "
+       "counts each of the node's links)"},
+      {"path_changes", MetricKind::kScalar, "count", {},
+       "route entries (node, prefix) the fabric's reconvergence changed as links went down and came back"},
       {"flows_failed", MetricKind::kScalar, "count", {},
        "flows that did not complete: a QP failed (retry exceeded: no path, a crashed peer) or its collective "
        "stopped at another rank's failure"},

@@ -599,7 +599,8 @@ class Loader {
   static KeysSet keys_set(const MapReader& m) {
     KeysSet k;
     for (const char* key : {"name", "type", "from", "to", "hosts", "message", "qps", "dscp", "ring", "iterations",
-                            "start", "target", "at", "duration", "period", "probability", "priority"})
+                            "start", "target", "at", "duration", "period", "probability", "priority", "count", "down",
+                            "train"})
       if (m.has(key)) k[key] = m.key_pos(key);
     return k;
   }
@@ -670,6 +671,16 @@ class Loader {
       if (auto pv = m->take("probability")) f.probability = r_.number(*pv, 0, 1);
       if (auto pv = m->take("priority"))
         if (auto n = r_.integer(*pv, 0, 7)) f.priority = static_cast<int>(*n);
+      if (auto cv = m->take("count"))
+        if (auto n = r_.integer(*cv, 1, 100000)) f.count = static_cast<int>(*n);
+      if (auto dv = m->take("down")) f.down = r_.duration(*dv, Duration{1}, kHour);
+      if (auto tv = m->take("train"))
+        if (auto items = r_.list(*tv)) {
+          if (items->size() > 100000) r_.error(ErrorKind::kOutOfRange, *tv, "a train of at most 100000 down/up times");
+          else
+            for (const auto& t : *items)
+              if (auto d = r_.duration(t, Duration{1}, kHour)) f.train.push_back(*d);
+        }
       m->done();
       out.push_back(std::move(f));
     }

@@ -14,8 +14,8 @@ namespace {
 constexpr int kFirstNicTable = 100;  // table 100 + i holds NIC i's source route
 constexpr int kUnreached = std::numeric_limits<int>::max();
 
-// Hop distance from every node to `target`, walking only through switches.
-std::vector<int> distances_to(const Scenario& s, size_t target) {
+// Hop distance from every node to `target`, walking only through switches and live links.
+std::vector<int> distances_to(const Scenario& s, size_t target, const std::vector<bool>& dead) {
   std::vector<int> dist(s.nodes.size(), kUnreached);
   std::deque<size_t> queue{target};
   dist[target] = 0;
@@ -24,6 +24,7 @@ std::vector<int> distances_to(const Scenario& s, size_t target) {
     queue.pop_front();
     if (u != target && s.nodes[u].kind == NodeKind::kHost) continue;  // no transit through hosts
     for (size_t li : s.nodes[u].ports) {
+      if (dead[li]) continue;
       size_t v = s.links[li].peer_of(u).node;
       if (dist[v] == kUnreached) {
         dist[v] = dist[u] + 1;
@@ -35,7 +36,12 @@ std::vector<int> distances_to(const Scenario& s, size_t target) {
 }
 }  // namespace
 
-std::vector<NodeRoutes> plan_routes(const Scenario& s) {
+std::vector<NodeRoutes> plan_routes(const Scenario& s) { return plan_routes(s, {}); }
+
+std::vector<NodeRoutes> plan_routes(const Scenario& s, const std::vector<size_t>& down) {
+  std::vector<bool> dead(s.links.size(), false);
+  for (size_t li : down)
+    if (li < dead.size()) dead[li] = true;
   std::vector<NodeRoutes> out(s.nodes.size());
   // Each routed prefix with the node that delivers it and the node(s) that have it connected.
   struct Dest {
@@ -45,21 +51,23 @@ std::vector<NodeRoutes> plan_routes(const Scenario& s) {
   };
   std::vector<Dest> dests;
   for (size_t i = 0; i < s.nodes.size(); ++i) dests.push_back({s.nodes[i].loopback, i});
-  for (const Link& l : s.links) {
+  for (size_t li = 0; li < s.links.size(); ++li) {
+    const Link& l = s.links[li];
     bool ha = s.nodes[l.a.node].kind == NodeKind::kHost, hb = s.nodes[l.b.node].kind == NodeKind::kHost;
-    if (ha != hb) dests.push_back({l.subnet, ha ? l.b.node : l.a.node, ha ? l.a.node : l.b.node});
+    if (ha != hb && !dead[li]) dests.push_back({l.subnet, ha ? l.b.node : l.a.node, ha ? l.a.node : l.b.node});
   }
   std::sort(dests.begin(), dests.end(), [](const Dest& x, const Dest& y) { return x.prefix < y.prefix; });
 
   std::vector<std::vector<int>> dist_cache(s.nodes.size());
   for (const Dest& d : dests) {
     auto& dist = dist_cache[d.target];
-    if (dist.empty()) dist = distances_to(s, d.target);
+    if (dist.empty()) dist = distances_to(s, d.target, dead);
     for (size_t x = 0; x < s.nodes.size(); ++x) {
       if (x == d.target || x == d.other || dist[x] == kUnreached) continue;
       Route r;
       r.dst = d.prefix;
       for (size_t li : s.nodes[x].ports) {
+        if (dead[li]) continue;
         const Link& l = s.links[li];
         size_t peer = l.peer_of(x).node;
         bool can_carry = peer == d.target || s.nodes[peer].kind == NodeKind::kSwitch;
@@ -79,6 +87,7 @@ std::vector<NodeRoutes> plan_routes(const Scenario& s) {
       const Link& l = s.links[li];
       int table = kFirstNicTable + nic++;
       out[x].rules.push_back(SourceRule{l.end(x).addr, table, l.end(x).ifname});
+      if (dead[li]) continue;  // the rule stays; its table is empty while the NIC's link is down
       Route r;
       r.dst = s.pool;
       r.table = table;

@@ -57,8 +57,7 @@ struct RawScenario {
 // returns the finished scenario only when it added none.
 std::optional<Scenario> build_scenario(RawScenario raw, Diagnostics& diags);
 
-// Routes for every node (DESIGN.md §1: ECMP over all equal-cost next hops; per-NIC source
-// routing on multi-NIC hosts). Pure function of nodes, links and the pool.
+// Routes for every node: plan_routes (scenario.h) with every link up.
 std::vector<NodeRoutes> plan_routes(const Scenario& s);
 
 }  // namespace rocelab::model

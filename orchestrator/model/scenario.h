@@ -112,6 +112,15 @@ struct NodeRoutes {
   std::vector<SourceRule> rules;
 };
 
+struct Scenario;
+// Routes for every node (DESIGN.md §1: ECMP over all equal-cost next hops; per-NIC source
+// routing on multi-NIC hosts), as a link-state protocol converges with the links in `down`
+// (indexes into Scenario::links) gone: shortest live paths, a host NIC's prefix behind a
+// dead link withdrawn. (Not BGP's valley-free policy: a spine cut off from a leaf routes
+// down through another leaf and up again — the kind of path PFC deadlocks form on.)
+// Pure function of nodes, links, the pool and `down`.
+std::vector<NodeRoutes> plan_routes(const Scenario& s, const std::vector<size_t>& down);
+
 // --- reserved sections: typed now, acted on by later issues -----------------------------
 
 struct EcnConfig {
@@ -224,6 +233,9 @@ struct Fault {
   std::optional<Duration> period;
   std::optional<double> probability;
   std::optional<int> priority;
+  std::optional<int> count;          // link_flap: cycles
+  std::optional<Duration> down;      // link_flap: down time of each cycle (default period / 2)
+  std::vector<Duration> train;       // link_flap: explicit down, up, down, ... times
   Position pos;
 };
 

@@ -70,13 +70,13 @@ Batch::~Batch() {
   for (auto& p : pending_) nlmsg_free(p.msg);
 }
 
-void Batch::queue(nl_msg* msg, int build_err, std::string what) {
+void Batch::queue(nl_msg* msg, int build_err, std::string what, int tolerated) {
   if (build_err < 0 || !msg) {
     if (build_error_.ok()) build_error_ = Status::from_nl(build_err < 0 ? build_err : -NLE_NOMEM, "build " + what);
     if (msg) nlmsg_free(msg);
     return;
   }
-  pending_.push_back({msg, std::move(what)});
+  pending_.push_back({msg, std::move(what), tolerated});
 }
 
 void Batch::add_veth(const VethSpec& v) {
@@ -120,9 +120,12 @@ void Batch::add_addr(const AddrSpec& a) {
   queue(msg, e, "address " + v4s(a.addr, a.prefix_len) + " on interface " + std::to_string(a.ifindex));
 }
 
-void Batch::add_route(const RouteSpec& r) {
-  std::unique_ptr<rtnl_route, Deleter<rtnl_route, rtnl_route_put>> route(rtnl_route_alloc());
-  if (!route) return queue(nullptr, -NLE_NOMEM, "route");
+namespace {
+using RoutePtr = std::unique_ptr<rtnl_route, Deleter<rtnl_route, rtnl_route_put>>;
+
+RoutePtr route_of(const RouteSpec& r) {
+  RoutePtr route(rtnl_route_alloc());
+  if (!route) return route;
   rtnl_route_set_family(route.get(), AF_INET);
   rtnl_route_set_table(route.get(), r.table ? static_cast<uint32_t>(r.table) : RT_TABLE_MAIN);
   rtnl_route_set_protocol(route.get(), RTPROT_STATIC);
@@ -132,21 +135,53 @@ void Batch::add_route(const RouteSpec& r) {
   rtnl_route_set_dst(route.get(), dst.get());
   for (const auto& h : r.nexthops) {
     rtnl_nexthop* nh = rtnl_route_nh_alloc();  // owned by the route once added
-    if (!nh) return queue(nullptr, -NLE_NOMEM, "route");
+    if (!nh) return nullptr;
     auto gw = v4(h.via, 32);
     rtnl_route_nh_set_gateway(nh, gw.get());
     rtnl_route_nh_set_ifindex(nh, h.ifindex);
     rtnl_route_add_nexthop(route.get(), nh);
   }
-  nl_msg* msg = nullptr;
-  int e = rtnl_route_build_add_request(route.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
-  queue(msg, e,
-        "route " + v4s(r.dst, r.prefix_len) + (r.table ? " table " + std::to_string(r.table) : std::string()));
+  return route;
 }
 
-void Batch::add_neigh(const NeighSpec& n) {
+std::string route_text(const RouteSpec& r) {
+  return "route " + v4s(r.dst, r.prefix_len) + (r.table ? " table " + std::to_string(r.table) : std::string());
+}
+}  // namespace
+
+void Batch::add_route(const RouteSpec& r) {
+  auto route = route_of(r);
+  if (!route) return queue(nullptr, -NLE_NOMEM, "route");
+  nl_msg* msg = nullptr;
+  int e = rtnl_route_build_add_request(route.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
+  queue(msg, e, route_text(r));
+}
+
+void Batch::replace_route(const RouteSpec& r) {
+  auto route = route_of(r);
+  if (!route) return queue(nullptr, -NLE_NOMEM, "route");
+  nl_msg* msg = nullptr;
+  int e = rtnl_route_build_add_request(route.get(), NLM_F_CREATE | NLM_F_REPLACE, &msg);
+  queue(msg, e, "replace " + route_text(r));
+}
+
+void Batch::delete_route(const RouteSpec& r) {
+  RouteSpec bare = r;
+  bare.nexthops.clear();  // the prefix and table name it
+  auto route = route_of(bare);
+  if (!route) return queue(nullptr, -NLE_NOMEM, "route");
+  nl_msg* msg = nullptr;
+  int e = rtnl_route_build_del_request(route.get(), 0, &msg);
+  queue(msg, e, "delete " + route_text(r), ESRCH);
+}
+
+namespace {
+nl_msg* neigh_request(const NeighSpec& n, int flags, int& err) {
   std::unique_ptr<rtnl_neigh, Deleter<rtnl_neigh, rtnl_neigh_put>> neigh(rtnl_neigh_alloc());
-  if (!neigh) return queue(nullptr, -NLE_NOMEM, "neighbour");
+  if (!neigh) {
+    err = -NLE_NOMEM;
+    return nullptr;
+  }
   rtnl_neigh_set_ifindex(neigh.get(), n.ifindex);
   rtnl_neigh_set_family(neigh.get(), AF_INET);
   auto dst = v4(n.addr, 32);
@@ -155,7 +190,20 @@ void Batch::add_neigh(const NeighSpec& n) {
   rtnl_neigh_set_lladdr(neigh.get(), ll.get());
   rtnl_neigh_set_state(neigh.get(), NUD_PERMANENT);
   nl_msg* msg = nullptr;
-  int e = rtnl_neigh_build_add_request(neigh.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
+  err = rtnl_neigh_build_add_request(neigh.get(), flags, &msg);
+  return msg;
+}
+}  // namespace
+
+void Batch::replace_neigh(const NeighSpec& n) {
+  int e = 0;
+  nl_msg* msg = neigh_request(n, NLM_F_CREATE | NLM_F_REPLACE, e);
+  queue(msg, e, "neighbour " + v4s(n.addr, 32) + " on interface " + std::to_string(n.ifindex));
+}
+
+void Batch::add_neigh(const NeighSpec& n) {
+  int e = 0;
+  nl_msg* msg = neigh_request(n, NLM_F_CREATE | NLM_F_EXCL, e);
   queue(msg, e, "neighbour " + v4s(n.addr, 32) + " on interface " + std::to_string(n.ifindex));
 }
 
@@ -319,6 +367,7 @@ Status Batch::flush() {
         auto* e = static_cast<nlmsgerr*>(NLMSG_DATA(h));
         size_t idx = h->nlmsg_seq - 1;
         if (e->error == 0 || idx >= pending_.size() || idx >= first_index) continue;
+        if (pending_[idx].tolerated && -e->error == pending_[idx].tolerated) continue;
         std::string reason = std::strerror(-e->error);
         if (h->nlmsg_flags & NLM_F_ACK_TLVS) {
           // With NETLINK_CAP_ACK the TLVs follow the echoed header directly.

@@ -32,12 +32,14 @@ struct AddrSpec {
 struct NextHopSpec {
   uint32_t via = 0;
   int ifindex = 0;
+  bool operator==(const NextHopSpec&) const = default;
 };
 struct RouteSpec {
   uint32_t dst = 0;
   int prefix_len = 32;
   int table = 0;  // 0: main
   std::vector<NextHopSpec> nexthops;
+  bool operator==(const RouteSpec&) const = default;
 };
 struct NeighSpec {
   int ifindex = 0;
@@ -88,7 +90,13 @@ class Batch {
   void set_link(int ifindex, bool up);  // administrative state
   void add_addr(const AddrSpec& a);
   void add_route(const RouteSpec& r);
+  // Routing changes on a live fabric (a link fault's reconvergence): replace creates or
+  // swaps the whole next-hop set in one request; delete of a route already gone (the kernel
+  // removes single-path routes through a device that went down) is no failure.
+  void replace_route(const RouteSpec& r);
+  void delete_route(const RouteSpec& r);
   void add_neigh(const NeighSpec& n);
+  void replace_neigh(const NeighSpec& n);  // a device's permanent entries go when it goes down
   void add_rule(const RuleSpec& r);
   void add_scheduler(const SchedulerSpec& s);
   void set_pause(const PauseSpec& p);
@@ -99,10 +107,11 @@ class Batch {
   Status flush();
 
  private:
-  void queue(nl_msg* msg, int build_err, std::string what);
+  void queue(nl_msg* msg, int build_err, std::string what, int tolerated = 0);
   struct Pending {
     nl_msg* msg;
     std::string what;
+    int tolerated = 0;  // an errno that means "already so"
   };
   RouteSocket& sock_;
   std::vector<Pending> pending_;

@@ -283,6 +283,10 @@ Status traffic_phase(RunContext& c) {
   }
   timeline.finish(c.testbed->clock().now());
   c.faults = timeline.to_json();
+  if (!c.s.faults.empty()) {
+    c.metrics["link_down_time"] = model::MetricValue{model::MetricKind::kScalar, timeline.link_down_seconds(), {}};
+    c.metrics["path_changes"] = model::MetricValue{model::MetricKind::kScalar, double(c.testbed->path_changes()), {}};
+  }
   for (const auto& r : c.faults) c.events->add("fault", r);
   if (timeline.failed() && c.invalid.empty()) c.invalid = "a fault could not be applied (results.json faults)";
   if (c.workloads) {
@@ -348,9 +352,20 @@ bool run_phase(RunContext& c, const Phase& p) {
 }
 
 // Built-in check: a workload that delivered less than it posted, or other bytes, is never
-// a pass, whatever the scenario's own assertions say.
+// a pass, whatever the scenario's own assertions say. A flow that failed (its QP ran out of
+// retries) delivered what it could: that fails the run unless an assertion expects failures.
 void check_delivery(RunContext& c) {
   if (!c.workloads) return;
+  const bool failures_expected = std::any_of(c.s.expect.begin(), c.s.expect.end(), [](const model::Expectation& e) {
+    return e.text.find("flows_failed") != std::string::npos || e.text.find("retry_exceeded_err") != std::string::npos;
+  });
+  for (const auto& f : c.workloads->flows)
+    if (f.failed) {
+      c.notes.push_back("workload " + f.workload + ": " + f.from + " -> " + f.to + " failed at " +
+                        fmt::format("{:.6f}", f.failed_at_s / c.s.scale.factor()) + " s: " + f.error);
+      if (!failures_expected && !c.error)
+        c.error = error(Errc::kAssertionFailed, "a flow failed (see notes; assert on flows_failed when a fault is meant to cause it)");
+    }
   for (const auto& f : c.workloads->flows)
     if (!f.digest_ok) {
       c.notes.push_back("workload " + f.workload + ": " + f.from + " -> " + f.to +

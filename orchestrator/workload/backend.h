@@ -25,6 +25,7 @@ struct EndpointSpec {
   int netns_fd = -1;   // the host's namespace (the Testbed's; outlives the backend)
   uint32_t addr = 0;   // the NIC's IPv4 address, host order
   double line_bps = 0; // emulated line rate
+  std::function<bool()> halted;  // the host is crashed (Testbed::node_halted)
 };
 
 struct QpSpec {

@@ -11,7 +11,7 @@ class Builtin final : public Backend {
   explicit Builtin(const engine::DcqcnParams& emulated) : eng_(emulated, clock_) {}
   Result<size_t> add_endpoint(const EndpointSpec& e) override {
     std::string why;
-    auto id = eng_.add_endpoint({e.name, e.netns_fd, e.addr, e.line_bps}, why);
+    auto id = eng_.add_endpoint({e.name, e.netns_fd, e.addr, e.line_bps, e.halted}, why);
     if (!id) return error(Errc::kEnvironment, why);
     return *id;
   }

@@ -136,7 +136,7 @@ Result<size_t> Session::endpoint(size_t rank) {
   const auto& p = ranks_.nic(rank);
   const size_t at = t_.node_index(n.node);
   if (at == SIZE_MAX) return error(Errc::kEnvironment, "the fabric has no node " + n.node);
-  auto ep = b_.add_endpoint({n.node + ":" + p.ifname, t_.netns_fd(at), p.addr, double(p.rate_bps)});
+  auto ep = b_.add_endpoint({n.node + ":" + p.ifname, t_.netns_fd(at), p.addr, double(p.rate_bps), t_.node_halted(at)});
   if (!ep) return ep.error();
   next_qpn_[rank] = 0x100;
   return endpoint_[rank] = *ep;
@@ -394,9 +394,14 @@ FlowResult Session::flow_result(Flow& f) {
     r.out_of_seq_request += resp.rc.out_of_sequence;
     r.duplicate_request += resp.rc.duplicates;
     r.retry_exceeded_err += req.failure == engine::kRetryExceeded;
-    if (resp.rc.delivered_bytes != q.bytes_posted || (!j.spec.pingpong && resp.rc.delivered_crc != q.expect_crc))
-      r.digest_ok = false;
-    if (q.errors) r.digest_ok = false;
+    if (!req.failure.empty() || q.failed_at >= 0) {
+      // A failed QP: what it was told is acknowledged must have arrived (the rest need not).
+      if (resp.rc.delivered_bytes < (q.completed - q.errors) * f.spec.message) r.digest_ok = false;
+    } else {
+      if (resp.rc.delivered_bytes != q.bytes_posted || (!j.spec.pingpong && resp.rc.delivered_crc != q.expect_crc))
+        r.digest_ok = false;
+      if (q.errors) r.digest_ok = false;
+    }
     if (q.failed_at >= 0 && (r.failed_at_s < 0 || double(q.failed_at - t0_) / 1e9 < r.failed_at_s)) {
       r.failed_at_s = double(q.failed_at - t0_) / 1e9;
       r.error = req.failure;
@@ -472,9 +477,16 @@ WorkloadResult Session::workload_result(const Job& j, const WorkloadRun& out) {
   return w;
 }
 
-// A quarter of the lowest contended figure; a short phase needs 50 ms of waiting too, so that
-// one kernel thread's burst does not mark a 10 ms run.
-constexpr double kMaxCpuWait = 0.15;
+// The engine shares the CPUs with the fabric's own softirq work, so some waiting is normal:
+// ~2 % of the phase for a fat-tree all-to-all that keeps it 94 % busy, ~12 % (a quarter of the
+// time it wanted a CPU) for a light permutation. Starved is waiting a fifth of the phase and
+// over 35 % of the time it was runnable (the contended all-to-all above: 38-59 % and 40-62 %),
+// with 50 ms of it at least, so one kernel thread's burst does not mark a 10 ms run.
+bool cpu_starved(const WorkloadRun& r) {
+  const double wanted = r.engine_cpu_busy + r.engine_cpu_waiting;
+  return r.engine_cpu_waiting > 0.2 && wanted > 0 && r.engine_cpu_waiting / wanted > 0.35 &&
+         r.engine_cpu_waiting * r.seconds > 0.05;
+}
 
 void Session::totals(WorkloadRun& out) const {
   for (size_t i = 0; i < b_.qp_count(); ++i) out.retransmitted += b_.qp_counters(i).rc.retransmitted;
@@ -496,7 +508,7 @@ void Session::totals(WorkloadRun& out) const {
   // did not keep up: a quarter behind marks the run. The pacing error skips paused NICs, so
   // under PFC it sees nothing; the engine thread's run-queue wait sees a contended machine
   // there too: a fat-tree all-to-all at D = 4000 lost 14 % of busbw at 47 % waiting (one
-  // busy loop beside it) and 27 % at 59 %, against ~3 % waiting alone.
+  // busy loop beside it) and 27 % at 59 %, against ~2 % waiting alone.
   if (out.send_errors > 0)
     out.invalid = std::to_string(out.send_errors) + " packets the kernel refused to send (" +
                   std::strerror(out.last_send_error) + "): an engine fault, not the fabric's";
@@ -504,10 +516,11 @@ void Session::totals(WorkloadRun& out) const {
     out.invalid = std::to_string(out.rx_overflow) +
                   " packets were lost in full host receive sockets (the engine did not read in time): "
                   "loss the emulation made, not the fabric";
-  else if (out.engine_cpu_waiting > kMaxCpuWait && out.engine_cpu_waiting * out.seconds > 0.05)
+  else if (cpu_starved(out))
     out.invalid = "the engine waited for a CPU " + std::to_string(int(std::lround(out.engine_cpu_waiting * 100))) +
-                  " % of the traffic phase (other work on this machine held the CPUs; alone it waits ~3 %): "
-                  "the machine did not keep up";
+                  " % of the traffic phase, " +
+                  std::to_string(int(std::lround(100 * out.engine_cpu_waiting / (out.engine_cpu_waiting + out.engine_cpu_busy)))) +
+                  " % of the time it wanted one (other work on this machine held the CPUs): the machine did not keep up";
   else if (out.worst_pacing_error < -0.25)
     out.invalid = "the engine fell behind its pacing (a NIC sent " +
                   std::to_string(int(std::lround(-out.worst_pacing_error * 100))) +

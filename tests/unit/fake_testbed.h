@@ -81,7 +81,21 @@ class FakeTestbed final : public fabric::Testbed {
     });
   }
 
+  // A link's ends share its down count (slot -> faults holding it down), as the real one.
+  std::map<uint32_t, int> link_faults;
+  Result<fabric::Change> fail_link(const fabric::PortRef& p) override {
+    if (link_faults[p.slot]++ == 0) ++path_changes_;
+    log.push_back("fail link " + name(p));
+    return fabric::Change("fail link", [this, p] {
+      if (--link_faults[p.slot] == 0) ++path_changes_;
+      log.push_back("undo fail link " + name(p));
+      return ok();
+    });
+  }
+  uint64_t path_changes() const override { return path_changes_; }
+
  private:
+  uint64_t path_changes_ = 0;
   std::string instance_;
   std::vector<fabric::NodeInfo> nodes_;
 };

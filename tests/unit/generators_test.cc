@@ -38,6 +38,37 @@ TEST(LeafSpine, TwoByTwoByTwo) {
   EXPECT_EQ(s.oversubscription(), 1.0);
 }
 
+// A link fault's reconvergence: the routes a routing protocol would leave with links down.
+TEST(LeafSpine, RoutesWithLinksDownAvoidThemAndWithdrawWhatIsCutOff) {
+  auto s = must_load("scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n");
+  auto index_of = [&](const Link& l) { return size_t(&l - s.links.data()); };
+  auto with = [&](std::vector<size_t> down) {
+    Scenario t = s;
+    t.routes = plan_routes(s, down);
+    return t;
+  };
+  const size_t up11 = index_of(link_between(s, "leaf1", "spine1"));
+  auto t = with({up11});
+  // leaf2 reaches host1's subnet only through spine2; spine1 by the shortest live path, down
+  // through leaf2 and up again (a link-state IGP's answer; BGP's valley-free policy has none).
+  EXPECT_EQ(nexthops(t, "leaf2", "198.18.1.8/31"), (S{"198.18.1.7@spine2"}));
+  EXPECT_EQ(nexthops(t, "spine1", "198.18.1.8/31"), (S{"198.18.1.4@leaf2"}));
+  EXPECT_EQ(nexthops(t, "leaf1", "198.18.1.12/31"), (S{"198.18.1.3@spine2"}));
+  // Unaffected: leaf2 to host3's subnet is its own; spine2's routes stay as they were.
+  EXPECT_EQ(nexthops(t, "spine2", "198.18.1.8/31"), nexthops(s, "spine2", "198.18.1.8/31"));
+  EXPECT_EQ(with({}).routes.size(), s.routes.size());
+  EXPECT_EQ(nexthops(with({}), "leaf1", "198.18.1.12/31"), nexthops(s, "leaf1", "198.18.1.12/31"));
+  // host3's link down: its subnet is withdrawn everywhere, host3 has no routes left.
+  t = with({index_of(link_between(s, "host3", "leaf2"))});
+  EXPECT_EQ(nexthops(t, "leaf1", "198.18.1.12/31"), S{});
+  EXPECT_EQ(nexthops(t, "host1", "198.18.1.12/31"), S{});
+  EXPECT_EQ(route_count(t, "host3"), 0u);
+  // Both of leaf1's uplinks down: leaf1's hosts reach nothing beyond it.
+  t = with({up11, index_of(link_between(s, "leaf1", "spine2"))});
+  EXPECT_EQ(nexthops(t, "host1", "198.18.1.12/31"), S{});
+  EXPECT_EQ(nexthops(t, "host1", "198.18.1.10/31"), (S{"198.18.1.9@nic0"})) << "host2, on the same leaf";
+}
+
 TEST(LeafSpine, FourByEightByFour) {
   auto s = must_load("scale: 1000\nfabric: {type: leaf-spine, spines: 4, leaves: 8, hosts_per_leaf: 4}\n");
   EXPECT_EQ(s.count(NodeKind::kSwitch), 12u);
