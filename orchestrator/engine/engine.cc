@@ -424,7 +424,7 @@ bool Engine::halted(Endpoint& ep, Nanos now) {
       const auto& st = q.rc.stats();
       if (q.lost || (st.tx_packets == 0 && st.rx_packets == 0 && q.rc.idle())) continue;
       q.lost = true;
-      q.rc.abort("the host crashed", rc_time(q, now));
+      q.rc.abort(kHostCrashed, rc_time(q, now));
       q.held.clear();
       q.cnp_due = false;
     }

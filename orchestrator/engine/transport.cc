@@ -25,6 +25,10 @@ RcQp::RcQp(uint32_t qpn, uint32_t dest_qpn, uint32_t send_psn, uint32_t expect_p
 }
 
 uint64_t RcQp::post(bool write, Buffer data, uint64_t va, uint32_t rkey) {
+  if (failed_) {  // IBTA: a WR posted to a QP in the error state completes flushed
+    completions_.push_back({next_wr_id_, false, kFlushed});
+    return next_wr_id_++;
+  }
   const uint32_t packets = data->empty() ? 1 : uint32_t((data->size() + cfg_.mtu - 1) / cfg_.mtu);
   Wr wr{next_wr_id_++, write, std::move(data), va, rkey, posted_end_, packets};
   posted_end_ += packets;

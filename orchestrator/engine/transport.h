@@ -26,6 +26,8 @@ using sys::Nanos;
 
 // The completion error of a QP that ran out of retries (IBV_WC_RETRY_EXC_ERR's words).
 inline constexpr const char* kRetryExceeded = "transport retry counter exceeded";
+inline constexpr const char* kFlushed = "WR flushed: the QP is in the error state";
+inline constexpr const char* kHostCrashed = "the host crashed";
 
 struct RcConfig {
   uint32_t mtu = 1024;          // payload bytes per packet (the IB path MTU)

@@ -126,6 +126,8 @@ const std::vector<MetricInfo>& metric_registry() {
       {"flows_failed", MetricKind::kScalar, "count", {},
        "flows that did not complete: a QP failed (retry exceeded: no path, a crashed peer) or its collective "
        "stopped at another rank's failure"},
+      {"flow_failed_at", MetricKind::kSeries, "s", {"workload", "from", "to"},
+       "when a failed flow's first QP failed, from the first workload's start (failed flows only)"},
       {"retry_exceeded_err", MetricKind::kScalar, "count", {},
        "QPs that failed after hosts.rc retry_cnt + 1 timeouts without progress (rxe's counter name)"},
       {"completer_retry_err", MetricKind::kScalar, "count", {}, "requester timeouts that retried, every QP (rxe's name)"},

@@ -361,8 +361,9 @@ void check_delivery(RunContext& c) {
   });
   for (const auto& f : c.workloads->flows)
     if (f.failed) {
-      c.notes.push_back("workload " + f.workload + ": " + f.from + " -> " + f.to + " failed at " +
-                        fmt::format("{:.6f}", f.failed_at_s / c.s.scale.factor()) + " s: " + f.error);
+      c.notes.push_back("workload " + f.workload + ": " + f.from + " -> " + f.to +
+                        (f.failed_at_s >= 0 ? " failed at " + fmt::format("{:.6f}", f.failed_at_s / c.s.scale.factor()) + " s"
+                                            : " did not complete") + ": " + f.error);
       if (!failures_expected && !c.error)
         c.error = error(Errc::kAssertionFailed, "a flow failed (see notes; assert on flows_failed when a fault is meant to cause it)");
     }

@@ -124,6 +124,9 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
     retries += double(f.timeouts);
   }
   m["flows_failed"] = MetricValue{MetricKind::kScalar, failed, {}};
+  auto& fa = series("flow_failed_at");
+  for (const auto& f : r.flows)
+    if (f.failed_at_s >= 0) fa.samples.push_back(Sample{{{"workload", f.workload}, {"from", f.from}, {"to", f.to}}, f.failed_at_s / d});
   m["retry_exceeded_err"] = MetricValue{MetricKind::kScalar, exceeded, {}};
   m["completer_retry_err"] = MetricValue{MetricKind::kScalar, retries, {}};
   m["rcvd_seq_err"] = MetricValue{MetricKind::kScalar, seq, {}};

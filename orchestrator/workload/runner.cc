@@ -34,6 +34,7 @@ struct Qpair {
   uint64_t bytes_posted = 0;
   uint32_t expect_crc = 0;  // CRC-32 of every payload byte posted, in order
   Nanos failed_at = -1;     // when the runner saw the requester fail (retry exceeded...)
+  bool seen_by_peer = false;  // failed on a surviving host (not its own crash): the job notices
 };
 
 struct Flow {
@@ -249,6 +250,7 @@ void Session::collect(Job& j, Nanos now) {
       }
       if (q.failed_at < 0 && b_.failed(q.req)) {
         q.failed_at = now;
+        q.seen_by_peer = b_.qp_counters(q.req).failure != engine::kHostCrashed;
         if (o_.progress)
           o_.progress(fmt::format("{} {} -> {}: QP {} failed ({}) at {:.6f} s", j.w->name, f.r.from, f.r.to,
                                   b_.qp_counters(q.req).qpn, b_.qp_counters(q.req).failure,
@@ -286,9 +288,10 @@ void Session::step_pingpong(Job& j, Nanos now) {
 void Session::step_lockstep(Job& j, Nanos now) {
   bool failed = false;
   for (size_t fi : j.flows)
-    for (auto& q : flows_[fi].qps) failed = failed || q.failed_at >= 0;
+    for (auto& q : flows_[fi].qps) failed = failed || q.seen_by_peer;
   if (failed) {
-    // A collective cannot go on without a rank: it stops, its unfinished flows marked failed.
+    // A collective cannot go on without a rank: it stops once a surviving rank's QP fails (a
+    // crashed rank's own QPs die with it, unseen), its unfinished flows marked failed.
     j.done = j.aborted = true;
     j.finished = now;
     for (size_t fi : j.flows)
