@@ -55,7 +55,7 @@ Kind per_packet_kind(std::string type, std::string summary,
                      Result<fabric::Change> (fabric::Testbed::*set)(const fabric::PortRef&, double, uint64_t),
                      uint64_t stream);
 
-// Why `target` names no port of the scenario ("NODE:PORT"), or empty; likewise for a node.
+// Why `target` is not shaped as a port (NODE:PORT) or a node, or empty.
 std::string port_problem(const std::string& type, const std::string& target, const model::Scenario& s);
 std::string node_problem(const std::string& type, const std::string& target, const model::Scenario& s);
 

@@ -223,6 +223,13 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
     if (f.period) fj["period"] = format_duration(*f.period);
     if (f.probability) fj["probability"] = *f.probability;
     if (f.priority) fj["priority"] = *f.priority;
+    if (f.count) fj["count"] = *f.count;
+    if (f.down) fj["down"] = format_duration(*f.down);
+    if (!f.train.empty()) {
+      ordered_json t = ordered_json::array();
+      for (const auto& d : f.train) t.push_back(format_duration(d));
+      fj["train"] = t;
+    }
     fl.push_back(fj);
   }
   j["faults"] = fl;

@@ -111,8 +111,9 @@ TEST(FaultTimeline, AFaultTheTestbedRefusesIsRecordedAsFailed) {
 TEST(FaultKinds, TheRegistryNamesWhatIsBuilt) {
   EXPECT_NE(fault::kinds().find("loss"), nullptr);
   EXPECT_NE(fault::kinds().find("corruption"), nullptr);
-  EXPECT_EQ(fault::kinds().find("link_down"), nullptr);
-  EXPECT_EQ(fault::kinds().list(), "loss, corruption");
+  EXPECT_NE(fault::kinds().find("node_crash"), nullptr);
+  EXPECT_EQ(fault::kinds().find("pause_storm"), nullptr);
+  EXPECT_EQ(fault::kinds().list(), "loss, corruption, link_down, link_flap, node_crash");
 }
 
 }  // namespace
