@@ -24,6 +24,7 @@
 #include "model/loader.h"
 #include "run/capabilities.h"
 #include "run/graph.h"
+#include "run/inject.h"
 #include "run/kinds.h"
 #include "run/resolved.h"
 #include "run/results.h"
@@ -436,6 +437,62 @@ int cmd_pause(const po::variables_map& vm, const Globals&) {
   return 0;
 }
 
+int cmd_inject(const po::variables_map& vm, const Globals& g) {
+  auto name = instance_option(vm, "inject");
+  if (!name) return kExitBadInput;
+  if (vm.count("clear")) {
+    if (vm.count("kind")) {
+      std::cerr << "rocelab inject: --clear takes no fault (it puts back everything faults left in force)\n";
+      return kExitBadInput;
+    }
+    if (!require_root("inject")) return kExitEnvironment;
+    auto done = run::clear_faults(*name);
+    if (!done) {
+      std::cerr << "rocelab inject --clear: " << done.error().what << "\n";
+      return done.error().exit_code();
+    }
+    if (g.json) std::cout << ordered_json{{"instance", *name}, {"cleared", *done}}.dump(2) << "\n";
+    else if (done->empty()) std::cout << *name << ": no fault was in force\n";
+    else
+      for (const auto& d : *done) std::cout << *name << ": " << d << "\n";
+    return 0;
+  }
+  if (!vm.count("kind") || !vm.count("target")) {
+    std::cerr << "rocelab inject: usage: rocelab inject [--instance NAME] KIND TARGET [KEY=VALUE ...] | --clear\n"
+                 "(kinds: " << fault::kinds().list() << "; see rocelab help kinds)\n";
+    return kExitBadInput;
+  }
+  run::InjectRequest r{*name, vm["kind"].as<std::string>(), vm["target"].as<std::string>(), {}};
+  if (vm.count("param"))
+    for (const auto& p : vm["param"].as<std::vector<std::string>>()) {
+      const size_t eq = p.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        std::cerr << "rocelab inject: expected KEY=VALUE, got '" << p.substr(0, 64) << "'\n";
+        return kExitBadInput;
+      }
+      r.params.emplace_back(p.substr(0, eq), p.substr(eq + 1));
+    }
+  if (!require_root("inject")) return kExitEnvironment;
+  catch_signals();
+  auto rep = run::inject(r, [](const std::string& l) { spdlog::info("inject: {}", l); }, &g_cancel);
+  if (!rep) {
+    std::cerr << "rocelab inject: " << rep.error().what << "\n";
+    return rep.error().exit_code();
+  }
+  if (g.json) {
+    ordered_json ev = ordered_json::array();
+    for (const auto& h : rep->happened)
+      ev.push_back({{"t_s", h.t_s}, {"type", h.type}, {"target", h.target}, {"action", h.begin ? "start" : "end"}, {"ok", h.ok}});
+    std::cout << ordered_json{{"instance", *name}, {"events", ev}, {"in_force", rep->left_in_force}}.dump(2) << "\n";
+  } else {
+    std::cout << r.kind << " on " << r.target << ": "
+              << (rep->left_in_force ? "in force; 'rocelab inject --clear" + std::string(vm.count("instance") ? " --instance " + *name : "") + "' ends it"
+                                     : "started and ended (" + std::to_string(rep->happened.size()) + " events)")
+              << "\n";
+  }
+  return 0;
+}
+
 int cmd_agent(const po::variables_map& vm, const Globals&) {
   if (!vm.count("go-fd")) {
     std::cerr << "rocelab agent: started by 'rocelab up' only (it hands the agent the fabric)\n";
@@ -684,6 +741,26 @@ const std::vector<Command>& commands() {
              "target", po::value<std::string>(), "NODE:PORT");
        },
        cmd_pause},
+      {"inject", "KIND TARGET [KEY=VALUE ...]", "inject a fault into a running fabric (or --clear them all)",
+       "Applies one fault, checked as a scenario's would be against the instance's own scenario,\n"
+       "to a fabric 'rocelab up' left running. KEY=VALUE are the kind's parameters as in a\n"
+       "scenario's faults: (times physical, x D on the clock; a train as 1ms,300us,500us). A\n"
+       "fault with an end (duration, a flap's count or train) runs to it, then is undone, and\n"
+       "the command returns; one without stays in force until 'rocelab inject --clear', which\n"
+       "puts back everything faults left: loss and corruption off, every link up, the routes of\n"
+       "a whole fabric. Ctrl-C during a fault undoes it. Kinds: rocelab help kinds.",
+       "sudo rocelab up scenarios/quickstart.yaml\n"
+       "  sudo rocelab inject link_down leaf1:spine1            # stays down, routes go around it\n"
+       "  sudo rocelab inject link_flap leaf1:spine2 period=2ms count=3\n"
+       "  sudo rocelab inject loss leaf1:host1 probability=0.01\n"
+       "  sudo rocelab inject --clear",
+       [](po::options_description& d) {
+         d.add_options()("instance", po::value<std::string>(), "instance (default: the only one up)")(
+             "clear", "put back everything faults left in force")("kind", po::value<std::string>(), "fault kind")(
+             "target", po::value<std::string>(), "NODE:PORT or NODE")(
+             "param", po::value<std::vector<std::string>>(), "KEY=VALUE");
+       },
+       cmd_inject},
       {"agent", "", "the instance's agent (started by up, stopped by down)",
        "Acts on received PFC frames (pauses that priority on that port until the pause time\n"
        "runs out or XON arrives), sends XON for ports this switch paused once their queues\n"
@@ -785,7 +862,9 @@ void command_help(const Command& c, std::ostream& out) {
   // Hide the positional argument from the option list; it is in the usage line.
   po::options_description shown(c.name + " options");
   for (const auto& o : own.options())
-    if (o->long_name() != "scenario" && o->long_name() != "name" && o->long_name() != "target") shown.add(o);
+    if (o->long_name() != "scenario" && o->long_name() != "name" && o->long_name() != "target" &&
+        o->long_name() != "kind" && o->long_name() != "param")
+      shown.add(o);
   if (!shown.options().empty()) out << shown << "\n";
   out << global_options() << "\nexample:\n  " << c.example << "\n";
 }
@@ -840,7 +919,8 @@ int main_entry(int argc, char** argv) {
   cmd->options(own);
   all.add(global_options()).add(own);
   po::positional_options_description pos;
-  if (cmd->args.find("SCENARIO") != std::string::npos) pos.add("scenario", 1);
+  if (cmd->args.rfind("KIND", 0) == 0) pos.add("kind", 1).add("target", 1).add("param", -1);
+  else if (cmd->args.find("SCENARIO") != std::string::npos) pos.add("scenario", 1);
   else if (cmd->args.find("NAME") != std::string::npos) pos.add("name", 1);
   else if (cmd->args.find("NODE") != std::string::npos) pos.add("target", 1);
   po::variables_map vm;

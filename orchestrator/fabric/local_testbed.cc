@@ -392,6 +392,31 @@ Result<Change> LocalTestbed::fail_link(const PortRef& p) {
   });
 }
 
+Result<std::vector<std::string>> LocalTestbed::clear_faults() {
+  if (auto st = load_routing(); !st) return st.error();
+  std::vector<std::string> done;
+  std::string why;
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    for (size_t p = 0; p < nodes_[n].ports.size(); ++p) {
+      const PortRef ref{n, p, nodes_[n].ports[p].slot};
+      rl_port_info info{};
+      if (!maps_->port_info(ref.slot, info, why)) return env(name(ref) + ": " + why);
+      if (info.loss && write_draw(ref, Draw::kLoss, 0, info.loss_rng)) done.push_back("loss off on " + name(ref));
+      if (info.corrupt && write_draw(ref, Draw::kCorrupt, 0, info.corrupt_rng)) done.push_back("corruption off on " + name(ref));
+    }
+  const auto down = links_down();
+  down_.clear();
+  for (size_t link : down) {
+    if (auto st = set_link_both(link, true); !st) return st.error();
+    const VethPlan& v = plan().veths[link];
+    done.push_back("link " + plan().nodes[v.a_node].node + ":" + plan().nodes[v.a_node].ports[v.a_port].ifname + " up");
+  }
+  const uint64_t before = path_changes_;
+  if (auto st = reconverge(); !st) return st.error();
+  if (path_changes_ > before) done.push_back(std::to_string(path_changes_ - before) + " routes reconverged");
+  return done;
+}
+
 size_t LocalTestbed::plan_node(const std::string& name) const {
   for (size_t i = 0; i < plan().nodes.size(); ++i)
     if (plan().nodes[i].node == name) return i;

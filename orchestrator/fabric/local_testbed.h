@@ -45,6 +45,9 @@ class LocalTestbed final : public Testbed {
   uint64_t path_changes() const override { return path_changes_; }
   // Links with an end administratively down now, by index into the scenario's links.
   std::vector<size_t> links_down() const;
+  // Puts back what faults left in force (`rocelab inject --clear`): no loss or corruption on
+  // any port, every link up, the routes of a fabric with every link up. Returns what it did.
+  Result<std::vector<std::string>> clear_faults();
   std::function<int64_t()> pause_clock(const PortRef& p, uint32_t prio) override;
 
  private:
