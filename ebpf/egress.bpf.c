@@ -333,6 +333,25 @@ static __always_inline int ring_push(struct rl_pg_ring *r, __u32 in_slot, __u32 
 	return full;
 }
 
+/* A dscp_remap misconfiguration: the port writes the fault's DSCP into every IPv4 packet it
+ * sends (ECN bits kept; the IPv4 checksum fixed; the RoCE ICRC masks the TOS byte). */
+static __always_inline void rewrite_dscp(struct __sk_buff *skb, __u32 ifindex)
+{
+	__u32 slot = slot_of(ifindex);
+	struct rl_port_info *p = bpf_map_lookup_elem(&port_info, &slot);
+	if (!p || !p->dscp_set)
+		return;
+	int tos = ipv4_tos(skb);
+	if (tos < 0)
+		return;
+	__u8 old = (__u8)tos, now = (__u8)((((p->dscp_set - 1) & 63) << 2) | (tos & 3));
+	if (old == now)
+		return;
+	/* TOS is the low byte of the header's first 16-bit word (version/IHL, TOS). */
+	bpf_l3_csum_replace(skb, ETH_HLEN + 10, bpf_htons(old), bpf_htons(now), 2);
+	bpf_skb_store_bytes(skb, ETH_HLEN + 1, &now, 1, 0);
+}
+
 /* The packet's bytes join its PG; XOFF out of its ingress port when the PG reached XOFF,
  * renewed every Q/2 while the PG stays there. */
 static __always_inline void pg_add(struct __sk_buff *skb, const struct rl_config *cfg, __u32 prio, __u32 in_slot,
@@ -342,8 +361,8 @@ static __always_inline void pg_add(struct __sk_buff *skb, const struct rl_config
 	if (pg < (__s64)cfg->pfc_xoff)
 		return;
 	struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &in_slot);
-	if (!info)
-		return;
+	if (!info || (info->flags & RL_PORT_NO_PFC))
+		return; /* PFC off on the ingress port: its PG fills past XOFF into its headroom */
 	__u64 now = bpf_ktime_get_ns();
 	__u64 refresh_ns = (__u64)info->quantum_ps * cfg->pfc_quanta / 2000;
 	if (st->paused && now - st->last_sent_ns < refresh_ns)
@@ -474,6 +493,8 @@ int rl_egress(struct __sk_buff *skb)
 		return TC_ACT_OK;
 	}
 	int probe = (mark >> 16) == RL_MARK_PROBE_MAGIC;
+	if (!probe)
+		rewrite_dscp(skb, ifindex);
 	int tos = ipv4_tos(skb);
 	__u32 prio = probe ? mark & 7 : tos < 0 ? 0 : cfg->dscp_to_prio[(tos >> 2) & 63] & (RL_NUM_PRIO - 1);
 	struct rl_counters *cnt = counters_of(ifindex, prio);
@@ -529,7 +550,8 @@ int rl_egress(struct __sk_buff *skb)
 		return drop_at(cnt, depth, RL_DROP_HEADROOM);
 	if (!lossless && depth + len > cfg->queue_limit[prio])
 		return drop_at(cnt, depth, RL_DROP_QUEUE_FULL);
-	if (tos >= 0 && cfg->ecn[prio].enabled && ecn_hit(&cfg->ecn[prio], depth)) {
+	int ecn_on = !(self && (self->flags & RL_PORT_NO_ECN));
+	if (tos >= 0 && ecn_on && cfg->ecn[prio].enabled && ecn_hit(&cfg->ecn[prio], depth)) {
 		if (tos & 3) {
 			/* ECT(0), ECT(1) or already CE: CE set, IPv4 checksum fixed by the helper. */
 			if (bpf_skb_ecn_set_ce(skb) && cnt)

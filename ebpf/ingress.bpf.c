@@ -22,6 +22,10 @@ static __always_inline int take_pfc(struct __sk_buff *skb)
 		return TC_ACT_SHOT; /* other MAC control (802.3x PAUSE): consumed, not honoured */
 	__u16 vector = bpf_ntohs(f.class_enable);
 	__u64 now = bpf_ktime_get_ns();
+	__u32 slot = slot_of(skb->ifindex);
+	struct rl_port_info *self = bpf_map_lookup_elem(&port_info, &slot);
+	if (self && (self->flags & RL_PORT_NO_PFC))
+		vector = 0; /* PFC off on this port: consumed, never honoured */
 
 	for (int p = 0; p < RL_NUM_PRIO; p++) {
 		if (!((vector >> p) & 1))

@@ -162,6 +162,9 @@ struct rl_pfc_frame {
 
 /* Per port slot: what a PFC frame needs to know about its port. */
 #define RL_PORT_HOST 1u /* a host NIC: never drops its own lossless traffic (backpressure) */
+/* Misconfiguration faults (FAULTS.md), set and cleared by the Testbed: */
+#define RL_PORT_NO_PFC 2u /* PFC off: its ingress PGs send no XOFF, PFC it receives is ignored */
+#define RL_PORT_NO_ECN 4u /* ECN off: nothing it queues is CE-marked */
 
 struct rl_port_info {
 	__u8 mac[6];
@@ -178,6 +181,9 @@ struct rl_port_info {
 	__u64 loss_rng;   /* the fault's xorshift64 state, seeded by the scenario: the same seed
 	                   * and packet order lose the same packets (never 0 while loss is set) */
 	__u64 corrupt_rng; /* the corruption fault's own stream, likewise */
+	__u32 dscp_set;   /* misconfiguration: DSCP + 1 written into every IPv4 packet leaving
+	                   * (a host's wrong DSCP map: its traffic takes another priority); 0: none */
+	__u32 pad;
 };
 
 /* Per port slot: its PFC headroom (DESIGN.md §2) and what its lossless queues may hold.
@@ -257,7 +263,7 @@ struct rl_depth_override {
 #ifdef __cplusplus
 static_assert(sizeof(struct rl_counters) == 22 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
-static_assert(sizeof(struct rl_port_info) == 56, "rl_port_info layout");
+static_assert(sizeof(struct rl_port_info) == 64, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");

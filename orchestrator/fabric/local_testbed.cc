@@ -209,6 +209,29 @@ Result<Change> LocalTestbed::set_draw(const PortRef& p, Draw d, double probabili
                 [this, p, d, threshold, rng] { return write_draw(p, d, threshold, rng); });
 }
 
+Result<Change> LocalTestbed::misconfigure(const PortRef& p, Misconfig m, uint32_t dscp) {
+  if (m == Misconfig::kDscp && dscp > 63) return error(Errc::kBadInput, "a DSCP is 0..63");
+  std::string why;
+  rl_port_info info{};
+  if (!maps_->port_info(p.slot, info, why)) return env(name(p) + ": " + why);
+  const uint16_t flags = info.flags;
+  const uint32_t dscp_set = info.dscp_set;
+  if (m == Misconfig::kPfcOff) info.flags |= RL_PORT_NO_PFC;
+  if (m == Misconfig::kEcnOff) info.flags |= RL_PORT_NO_ECN;
+  if (m == Misconfig::kDscp) info.dscp_set = dscp + 1;
+  if (!maps_->set_port_info(p.slot, info, why)) return env(name(p) + ": " + why);
+  const char* what = m == Misconfig::kPfcOff ? "PFC off" : m == Misconfig::kEcnOff ? "ECN off" : "DSCP rewritten";
+  return Change(std::string(what) + " on " + name(p), [this, p, flags, dscp_set]() -> Status {
+    std::string w;
+    rl_port_info now{};
+    if (!maps_->port_info(p.slot, now, w)) return env(name(p) + ": " + w);
+    now.flags = flags;
+    now.dscp_set = dscp_set;
+    if (!maps_->set_port_info(p.slot, now, w)) return env(name(p) + ": " + w);
+    return ok();
+  });
+}
+
 Result<Change> LocalTestbed::set_loss(const PortRef& p, double probability, uint64_t seed) {
   return set_draw(p, Draw::kLoss, probability, seed);
 }
@@ -403,6 +426,13 @@ Result<std::vector<std::string>> LocalTestbed::clear_faults() {
       if (!maps_->port_info(ref.slot, info, why)) return env(name(ref) + ": " + why);
       if (info.loss && write_draw(ref, Draw::kLoss, 0, info.loss_rng)) done.push_back("loss off on " + name(ref));
       if (info.corrupt && write_draw(ref, Draw::kCorrupt, 0, info.corrupt_rng)) done.push_back("corruption off on " + name(ref));
+      if ((info.flags & (RL_PORT_NO_PFC | RL_PORT_NO_ECN)) || info.dscp_set) {
+        if (!maps_->port_info(ref.slot, info, why)) return env(name(ref) + ": " + why);
+        info.flags &= uint16_t(~(RL_PORT_NO_PFC | RL_PORT_NO_ECN));
+        info.dscp_set = 0;
+        if (!maps_->set_port_info(ref.slot, info, why)) return env(name(ref) + ": " + why);
+        done.push_back("misconfiguration undone on " + name(ref));
+      }
     }
   const auto down = links_down();
   down_.clear();

@@ -73,18 +73,26 @@ Result<Change> Testbed::crash_node(size_t node) {
   for (size_t p = 0; p < nodes()[node].ports.size(); ++p) {
     auto c = fail_link(PortRef{node, p, nodes()[node].ports[p].slot});
     if (!c) {
-      for (auto it = links.rbegin(); it != links.rend(); ++it) (void)it->undo();
+      (void)combined("", std::move(links)).undo();
       flag->fetch_sub(1);
       return c.error();
     }
     links.push_back(std::move(*c));
   }
-  auto held = std::make_shared<std::vector<Change>>(std::move(links));
+  auto held = std::make_shared<Change>(combined("links of " + nodes()[node].name, std::move(links)));
   return Change("crash " + nodes()[node].name, [held, flag]() -> Status {
+    Status st = held->undo();
+    flag->fetch_sub(1);  // up again once its links are: it answers what reaches it
+    return st;
+  });
+}
+
+Change combined(std::string what, std::vector<Change> parts) {
+  auto held = std::make_shared<std::vector<Change>>(std::move(parts));
+  return Change(std::move(what), [held]() -> Status {
     Status first = ok();
     for (auto it = held->rbegin(); it != held->rend(); ++it)
       if (auto st = it->undo(); !st && first) first = st;
-    flag->fetch_sub(1);  // up again once its links are: it answers what reaches it
     return first;
   });
 }

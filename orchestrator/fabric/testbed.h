@@ -61,6 +61,17 @@ class Change {
   std::function<Status()> undo_;
 };
 
+// Several changes as one: undone newest first, every one even after a failure (the first is
+// reported).
+Change combined(std::string what, std::vector<Change> parts);
+
+// Misconfigurations a port can be given (FAULTS.md).
+enum class Misconfig {
+  kPfcOff,  // its ingress PGs send no XOFF; PFC it receives is ignored
+  kEcnOff,  // nothing it queues is CE-marked
+  kDscp,    // every IPv4 packet it sends carries another DSCP (a host's wrong DSCP map)
+};
+
 class Testbed {
  public:
   virtual ~Testbed() = default;
@@ -102,6 +113,9 @@ class Testbed {
   // prefixes behind it are withdrawn. The Change brings the link back and reconverges.
   // Faults on one link nest: it comes back when the last of them ends.
   virtual Result<Change> fail_link(const PortRef& p) = 0;
+  // Gives port `p` a misconfiguration (`dscp`: the DSCP kDscp writes); the Change puts back
+  // the port's own setting.
+  virtual Result<Change> misconfigure(const PortRef& p, Misconfig m, uint32_t dscp) = 0;
   // Route entries (node, prefix) that reconvergence has changed so far.
   virtual uint64_t path_changes() const = 0;
   // The node crashes: every link of it fails (fail_link) and it halts (node_halted), so its

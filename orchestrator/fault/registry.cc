@@ -10,6 +10,9 @@ const Registry<Kind>& kinds() {
       link_down_kind(),
       link_flap_kind(),
       node_crash_kind(),
+      pfc_off_kind(),
+      ecn_off_kind(),
+      dscp_remap_kind(),
   });
   return k;
 }

@@ -65,5 +65,8 @@ Kind corruption_kind();
 Kind link_down_kind();
 Kind link_flap_kind();
 Kind node_crash_kind();
+Kind pfc_off_kind();
+Kind ecn_off_kind();
+Kind dscp_remap_kind();
 
 }  // namespace rocelab::fault

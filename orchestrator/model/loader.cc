@@ -673,6 +673,8 @@ class Loader {
         if (auto n = r_.integer(*pv, 0, 7)) f.priority = static_cast<int>(*n);
       if (auto cv = m->take("count"))
         if (auto n = r_.integer(*cv, 1, 100000)) f.count = static_cast<int>(*n);
+      if (auto dv = m->take("dscp"))
+        if (auto n = r_.integer(*dv, 0, 63)) f.dscp = static_cast<int>(*n);
       if (auto dv = m->take("down")) f.down = r_.duration(*dv, Duration{1}, kHour);
       if (auto tv = m->take("train"))
         if (auto items = r_.list(*tv)) {

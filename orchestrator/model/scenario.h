@@ -236,6 +236,7 @@ struct Fault {
   std::optional<int> count;          // link_flap: cycles
   std::optional<Duration> down;      // link_flap: down time of each cycle (default period / 2)
   std::vector<Duration> train;       // link_flap: explicit down, up, down, ... times
+  std::optional<int> dscp;           // dscp_remap: the DSCP written (0-63)
   Position pos;
 };
 

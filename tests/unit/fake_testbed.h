@@ -93,6 +93,16 @@ class FakeTestbed final : public fabric::Testbed {
     });
   }
   uint64_t path_changes() const override { return path_changes_; }
+  std::map<uint32_t, std::vector<int>> misconfigured;  // slot -> misconfigurations in force
+  Result<fabric::Change> misconfigure(const fabric::PortRef& p, fabric::Misconfig m, uint32_t dscp) override {
+    misconfigured[p.slot].push_back(int(m));
+    log.push_back("misconfigure " + name(p) + " " + std::to_string(int(m)) + " dscp " + std::to_string(dscp));
+    return fabric::Change("misconfigure", [this, p] {
+      misconfigured[p.slot].pop_back();
+      log.push_back("undo misconfigure " + name(p));
+      return ok();
+    });
+  }
 
  private:
   uint64_t path_changes_ = 0;
