@@ -108,12 +108,68 @@ TEST(FaultTimeline, AFaultTheTestbedRefusesIsRecordedAsFailed) {
   EXPECT_NE(tl.happened()[0].error.find("no port 'nowhere'"), std::string::npos) << tl.happened()[0].error;
 }
 
+// A flap is a train of downs on one fault: period/count (down half the period unless given)
+// or an explicit down, up, down... list; each down's end brings the link back.
+TEST(FaultTimeline, AFlapTakesTheLinkDownAndUpOnItsTrain) {
+  auto s = testing::must_load(std::string(kFabric) +
+                              "faults:\n"
+                              "  - {type: link_flap, target: 'leaf1:spine1', at: 1ms, period: 2ms, count: 3}\n"
+                              "  - {type: link_flap, target: 'leaf2:spine1', at: 0ms, train: [1ms, 3ms, 2ms]}\n");
+  testing::FakeTestbed t(s);
+  const uint32_t a = t.port("leaf1:spine1")->slot, b = t.port("leaf2:spine1")->slot;
+  fault::Timeline tl(s, t);
+  tl.start(0);
+  // (time in physical ms, leaf1:spine1 down, leaf2:spine1 down); D = 1000.
+  const std::vector<std::tuple<double, int, int>> want = {
+      {0, 0, 1}, {1, 1, 0}, {2, 0, 0}, {3, 1, 0}, {4, 0, 1}, {5, 1, 1}, {6, 0, 0}, {7, 0, 0}};
+  for (auto [at, da, db] : want) {
+    tl.apply_due(ms(at * 1000));
+    EXPECT_EQ(t.link_faults[a], da) << "leaf1:spine1 at " << at << " ms";
+    EXPECT_EQ(t.link_faults[b], db) << "leaf2:spine1 at " << at << " ms";
+  }
+  EXPECT_FALSE(tl.pending());
+  EXPECT_FALSE(tl.failed());
+  EXPECT_NEAR(tl.link_down_seconds(), 3 * 0.001 + 0.003, 1e-9);  // three 1 ms downs, then 1 + 2 ms
+}
+
+TEST(FaultTimeline, ACrashedNodeIsHaltedWithEveryLinkDownUntilItRecovers) {
+  auto s = testing::must_load(std::string(kFabric) +
+                              "faults:\n  - {type: node_crash, target: leaf1, at: 1ms, duration: 2ms}\n");
+  testing::FakeTestbed t(s);
+  const size_t n = t.node_index("leaf1");
+  auto halted = t.node_halted(n);
+  fault::Timeline tl(s, t);
+  tl.start(0);
+  tl.apply_due(ms(999));
+  EXPECT_FALSE(halted());
+  tl.apply_due(ms(1000));
+  EXPECT_TRUE(halted());
+  for (const auto& p : t.nodes()[n].ports) EXPECT_EQ(t.link_faults[p.slot], 1) << p.name;
+  tl.apply_due(ms(3000));
+  EXPECT_FALSE(halted());
+  for (const auto& p : t.nodes()[n].ports) EXPECT_EQ(t.link_faults[p.slot], 0) << p.name;
+  EXPECT_NEAR(tl.link_down_seconds(), 0.002 * double(t.nodes()[n].ports.size()), 1e-9);
+}
+
+TEST(FaultKinds, BadLinkFaultsAreRefusedWithTheReason) {
+  for (const char* bad : {"{type: link_flap, target: 'leaf1:spine1', at: 0s, period: 1ms}",
+                          "{type: link_flap, target: 'leaf1:spine1', at: 0s, period: 1ms, count: 2, down: 1ms}",
+                          "{type: link_flap, target: 'leaf1:spine1', at: 0s, train: [1ms], period: 1ms}",
+                          "{type: node_crash, target: 'leaf1:spine1', at: 0s}",
+                          "{type: link_down, target: leaf1, at: 0s}",
+                          "{type: dscp_remap, target: 'host1:nic0', at: 0s, dscp: 64}",
+                          "{type: pfc_off, target: leaf9, at: 0s}"}) {
+    auto e = testing::errors_of(std::string(kFabric) + "faults:\n  - " + bad + "\n");
+    EXPECT_FALSE(e.empty()) << bad;
+  }
+}
+
 TEST(FaultKinds, TheRegistryNamesWhatIsBuilt) {
   EXPECT_NE(fault::kinds().find("loss"), nullptr);
   EXPECT_NE(fault::kinds().find("corruption"), nullptr);
   EXPECT_NE(fault::kinds().find("node_crash"), nullptr);
   EXPECT_EQ(fault::kinds().find("pause_storm"), nullptr);
-  EXPECT_EQ(fault::kinds().list(), "loss, corruption, link_down, link_flap, node_crash");
+  EXPECT_EQ(fault::kinds().list(), "loss, corruption, link_down, link_flap, node_crash, pfc_off, ecn_off, dscp_remap");
 }
 
 }  // namespace
