@@ -162,6 +162,8 @@ static __always_inline int emit_pfc(struct __sk_buff *skb, const struct rl_confi
 
 	if (!info || bpf_skb_change_tail(skb, RL_PFC_FRAME_LEN, 0))
 		return TC_ACT_SHOT;
+	if (skb->mark & 0x800) /* a slow receiver's XOFF: as long as its buffer needs to drain */
+		quanta = (__u16)info->slow_quanta;
 	__builtin_memcpy(f.src, info->mac, 6);
 	f.ethertype = bpf_htons(RL_PFC_ETHERTYPE);
 	f.opcode = bpf_htons(RL_PFC_OPCODE);

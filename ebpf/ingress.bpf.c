@@ -49,6 +49,39 @@ static __always_inline int take_pfc(struct __sk_buff *skb)
 	return TC_ACT_SHOT;
 }
 
+/* A slow receiver (FAULTS.md): its RX buffer fills with what arrives on PFC priorities and
+ * drains at slow_drain_bps; at slow_xoff the NIC sends XOFF out of itself (a clone of this
+ * packet, turned into the frame by the port's egress) pausing for as long as the buffer
+ * takes to drain to half, and again once that ran out if it is still full. Bursty pause, as
+ * a NIC whose PCIe or RX pipeline backs up sends. The packet itself is delivered. */
+static __always_inline void slow_rx(struct __sk_buff *skb, struct rl_port_info *p, __u32 prio)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 dt = now - p->slow_last_ns;
+	__u64 occ = p->slow_occ;
+	if (dt > 1000000000ull) {
+		occ = 0; /* a second's drain empties any buffer */
+	} else {
+		__u64 drained = (p->slow_drain_bps >> 3) * dt / 1000000000ull;
+		occ = occ > drained ? occ - drained : 0;
+	}
+	occ += skb->len;
+	p->slow_occ = occ;
+	p->slow_last_ns = now;
+	if (occ < p->slow_xoff || now < p->slow_paused_until_ns || !p->quantum_ps)
+		return;
+	__u64 drain_ns = (occ - p->slow_xoff / 2) * 8000000000ull / p->slow_drain_bps;
+	__u64 quanta = drain_ns * 1000 / p->quantum_ps + 1;
+	if (quanta > 65535)
+		quanta = 65535;
+	p->slow_quanta = (__u32)quanta;
+	p->slow_paused_until_ns = now + quanta * p->quantum_ps / 1000;
+	__u32 mark = skb->mark;
+	skb->mark = RL_MARK_PFC_SLOW | (prio & 7);
+	bpf_clone_redirect(skb, skb->ifindex, 0);
+	skb->mark = mark;
+}
+
 SEC("tc")
 int rl_ingress(struct __sk_buff *skb)
 {
@@ -67,6 +100,12 @@ int rl_ingress(struct __sk_buff *skb)
 	if (cnt) {
 		__sync_fetch_and_add(&cnt->rx_packets, 1);
 		__sync_fetch_and_add(&cnt->rx_bytes, skb->len);
+	}
+	if ((cfg->pfc_mask >> prio) & 1) {
+		__u32 slot = slot_of(skb->ifindex);
+		struct rl_port_info *p = bpf_map_lookup_elem(&port_info, &slot);
+		if (p && p->slow_drain_bps)
+			slow_rx(skb, p, prio);
 	}
 	return TC_ACT_OK;
 }

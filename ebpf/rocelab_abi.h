@@ -152,6 +152,7 @@ struct rl_pfc_frame {
 #define RL_MARK_PFC(xoff, prio) ((RL_MARK_PFC_MAGIC << 16) | ((xoff) ? 0x100u : 0u) | ((prio) & 7u))
 #define RL_MARK_PFC_KICK ((RL_MARK_PFC_MAGIC << 16) | 0x200u)
 #define RL_MARK_PFC_REFRESH ((RL_MARK_PFC_MAGIC << 16) | 0x500u)
+#define RL_MARK_PFC_SLOW ((RL_MARK_PFC_MAGIC << 16) | 0x900u) /* XOFF, pause time rl_port_info.slow_quanta */
 #define RL_MARK_IS_PFC(m) (((m) >> 16) == RL_MARK_PFC_MAGIC)
 
 /* `rocelab stats` runs the egress program (BPF_PROG_TEST_RUN, nothing is sent) with this
@@ -183,6 +184,15 @@ struct rl_port_info {
 	__u64 corrupt_rng; /* the corruption fault's own stream, likewise */
 	__u32 dscp_set;   /* misconfiguration: DSCP + 1 written into every IPv4 packet leaving
 	                   * (a host's wrong DSCP map: its traffic takes another priority); 0: none */
+	__u32 slow_xoff;  /* slow_receiver: the NIC's RX buffer XOFF; it pauses down to half of it */
+	/* slow_receiver (a host NIC whose RX pipeline backs up): what arrives on PFC priorities
+	 * fills a virtual RX buffer that drains at slow_drain_bps (emulated); reaching slow_xoff
+	 * it sends XOFF out of the NIC with the pause time that drains it to half (ingress). */
+	__u64 slow_drain_bps; /* 0: off */
+	__u64 slow_occ;       /* the buffer's bytes as of slow_last_ns */
+	__u64 slow_last_ns;
+	__u64 slow_paused_until_ns;
+	__u32 slow_quanta;    /* the pause time of the XOFF it is sending (emit_pfc reads it) */
 	__u32 pad;
 };
 
@@ -263,7 +273,7 @@ struct rl_depth_override {
 #ifdef __cplusplus
 static_assert(sizeof(struct rl_counters) == 22 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
-static_assert(sizeof(struct rl_port_info) == 64, "rl_port_info layout");
+static_assert(sizeof(struct rl_port_info) == 104, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");

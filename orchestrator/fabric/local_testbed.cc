@@ -232,6 +232,31 @@ Result<Change> LocalTestbed::misconfigure(const PortRef& p, Misconfig m, uint32_
   });
 }
 
+Result<Change> LocalTestbed::slow_receiver(const PortRef& p, double fraction) {
+  if (!(fraction > 0 && fraction < 1)) return error(Errc::kBadInput, "a slow receiver drains a fraction of its line rate, in (0, 1)");
+  std::string why;
+  rl_config cfg{};
+  rl_port_info info{};
+  if (!maps_->config(cfg, why) || !maps_->port_info(p.slot, info, why)) return env(name(p) + ": " + why);
+  if (!cfg.pfc_mask) return error(Errc::kBadInput, "a slow receiver sends PFC, and this fabric has no PFC priority");
+  if (!info.quantum_ps) return env(name(p) + ": the port's rate is unknown");
+  const uint64_t before = info.slow_drain_bps;
+  const double line_bps = 512e12 / double(info.quantum_ps);  // a quantum is 512 bit-times
+  info.slow_drain_bps = std::max<uint64_t>(1, uint64_t(fraction * line_bps));
+  info.slow_xoff = cfg.pfc_xoff;  // the NIC's RX buffer pauses where a switch PG would
+  info.slow_occ = 0;
+  info.slow_paused_until_ns = 0;
+  if (!maps_->set_port_info(p.slot, info, why)) return env(name(p) + ": " + why);
+  return Change("slow receiver " + name(p), [this, p, before]() -> Status {
+    std::string w;
+    rl_port_info now{};
+    if (!maps_->port_info(p.slot, now, w)) return env(name(p) + ": " + w);
+    now.slow_drain_bps = before;
+    if (!maps_->set_port_info(p.slot, now, w)) return env(name(p) + ": " + w);
+    return ok();
+  });
+}
+
 Result<Change> LocalTestbed::set_loss(const PortRef& p, double probability, uint64_t seed) {
   return set_draw(p, Draw::kLoss, probability, seed);
 }
@@ -426,12 +451,13 @@ Result<std::vector<std::string>> LocalTestbed::clear_faults() {
       if (!maps_->port_info(ref.slot, info, why)) return env(name(ref) + ": " + why);
       if (info.loss && write_draw(ref, Draw::kLoss, 0, info.loss_rng)) done.push_back("loss off on " + name(ref));
       if (info.corrupt && write_draw(ref, Draw::kCorrupt, 0, info.corrupt_rng)) done.push_back("corruption off on " + name(ref));
-      if ((info.flags & (RL_PORT_NO_PFC | RL_PORT_NO_ECN)) || info.dscp_set) {
+      if ((info.flags & (RL_PORT_NO_PFC | RL_PORT_NO_ECN)) || info.dscp_set || info.slow_drain_bps) {
         if (!maps_->port_info(ref.slot, info, why)) return env(name(ref) + ": " + why);
         info.flags &= uint16_t(~(RL_PORT_NO_PFC | RL_PORT_NO_ECN));
         info.dscp_set = 0;
+        info.slow_drain_bps = 0;
         if (!maps_->set_port_info(ref.slot, info, why)) return env(name(ref) + ": " + why);
-        done.push_back("misconfiguration undone on " + name(ref));
+        done.push_back("misconfiguration or slow receiver undone on " + name(ref));
       }
     }
   const auto down = links_down();

@@ -113,6 +113,11 @@ class Testbed {
   // prefixes behind it are withdrawn. The Change brings the link back and reconverges.
   // Faults on one link nest: it comes back when the last of them ends.
   virtual Result<Change> fail_link(const PortRef& p) = 0;
+  // Port `p` (a host NIC) drains what it receives on PFC priorities at `fraction` of its line
+  // rate: a virtual RX buffer fills, and at XOFF the NIC pauses its link for as long as the
+  // buffer takes to drain to half (bursty pause, as a backed-up NIC sends). Counted as PFC
+  // sent by that port.
+  virtual Result<Change> slow_receiver(const PortRef& p, double fraction) = 0;
   // Gives port `p` a misconfiguration (`dscp`: the DSCP kDscp writes); the Change puts back
   // the port's own setting.
   virtual Result<Change> misconfigure(const PortRef& p, Misconfig m, uint32_t dscp) = 0;

@@ -42,6 +42,27 @@ Kind dscp_remap_kind() {
   return k;
 }
 
+Kind slow_receiver_kind() {
+  Kind k;
+  k.type = "slow_receiver";
+  k.summary = "a host NIC drains what it receives at fraction of line rate and sends PFC as its RX buffer backs up (NODE:PORT)";
+  k.required = {"fraction"};
+  k.validate = [](const model::Fault& f, const model::Scenario& s) {
+    std::vector<std::string> out;
+    if (auto why = port_problem("slow_receiver", f.target, s); !why.empty()) out.push_back(why);
+    else if (auto n = s.find_node(f.target.substr(0, f.target.find(':'))); n && s.nodes[*n].kind != model::NodeKind::kHost)
+      out.push_back("a slow_receiver is a host NIC (e.g. host3:nic0), not a switch port");
+    if (!s.qos.pfc_mask) out.push_back("a slow_receiver sends PFC: the fabric needs a PFC priority (qos.pfc)");
+    return out;
+  };
+  k.start = [](fabric::Testbed& t, const Start& s) -> Result<fabric::Change> {
+    auto port = t.port(s.fault.target);
+    if (!port) return port.error();
+    return t.slow_receiver(*port, s.fault.fraction.value_or(0.5));
+  };
+  return k;
+}
+
 Kind ecn_off_kind() {
   Kind k;
   k.type = "ecn_off";

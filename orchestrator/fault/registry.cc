@@ -13,6 +13,7 @@ const Registry<Kind>& kinds() {
       pfc_off_kind(),
       ecn_off_kind(),
       dscp_remap_kind(),
+      slow_receiver_kind(),
   });
   return k;
 }

@@ -68,5 +68,6 @@ Kind node_crash_kind();
 Kind pfc_off_kind();
 Kind ecn_off_kind();
 Kind dscp_remap_kind();
+Kind slow_receiver_kind();
 
 }  // namespace rocelab::fault

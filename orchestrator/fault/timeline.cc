@@ -102,6 +102,7 @@ nlohmann::ordered_json Timeline::to_json() const {
       if (f.down) p["down_s"] = double(f.down->ns) / 1e9;
       if (f.count) p["count"] = *f.count;
       if (f.dscp) p["dscp"] = *f.dscp;
+      if (f.fraction) p["fraction"] = *f.fraction;
       if (f.priority) p["priority"] = *f.priority;
       if (!f.train.empty()) {
         auto t = nlohmann::ordered_json::array();

@@ -237,6 +237,7 @@ struct Fault {
   std::optional<Duration> down;      // link_flap: down time of each cycle (default period / 2)
   std::vector<Duration> train;       // link_flap: explicit down, up, down, ... times
   std::optional<int> dscp;           // dscp_remap: the DSCP written (0-63)
+  std::optional<double> fraction;    // slow_receiver: of line rate its RX side drains
   Position pos;
 };
 

@@ -225,6 +225,7 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
     if (f.priority) fj["priority"] = *f.priority;
     if (f.count) fj["count"] = *f.count;
     if (f.dscp) fj["dscp"] = *f.dscp;
+    if (f.fraction) fj["fraction"] = *f.fraction;
     if (f.down) fj["down"] = format_duration(*f.down);
     if (!f.train.empty()) {
       ordered_json t = ordered_json::array();

@@ -93,6 +93,16 @@ class FakeTestbed final : public fabric::Testbed {
     });
   }
   uint64_t path_changes() const override { return path_changes_; }
+  std::map<uint32_t, double> slow;  // slot -> drain fraction in force
+  Result<fabric::Change> slow_receiver(const fabric::PortRef& p, double fraction) override {
+    const double before = slow[p.slot];
+    slow[p.slot] = fraction;
+    log.push_back("slow receiver " + name(p));
+    return fabric::Change("slow", [this, p, before] {
+      slow[p.slot] = before;
+      return ok();
+    });
+  }
   std::map<uint32_t, std::vector<int>> misconfigured;  // slot -> misconfigurations in force
   Result<fabric::Change> misconfigure(const fabric::PortRef& p, fabric::Misconfig m, uint32_t dscp) override {
     misconfigured[p.slot].push_back(int(m));
