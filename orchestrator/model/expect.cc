@@ -11,8 +11,37 @@
 
 namespace rocelab::model {
 
+namespace {
+
+// Faults and RC under them (FAULTS.md; the counters by rxe's names).
+std::vector<MetricInfo> fault_metrics() {
+  return {
+    {"link_down_time", MetricKind::kScalar, "s", {},
+     "seconds links were down under link_down, link_flap and node_crash faults, summed over links (a crash "
+     "counts each of the node's links)"},
+    {"path_changes", MetricKind::kScalar, "count", {},
+     "route entries (node, prefix) the fabric's reconvergence changed as links went down and came back"},
+    {"flows_failed", MetricKind::kScalar, "count", {},
+     "flows that did not complete: a QP failed (retry exceeded: no path, a crashed peer) or its collective "
+     "stopped at another rank's failure"},
+    {"flow_failed_at", MetricKind::kSeries, "s", {"workload", "from", "to"},
+     "when a failed flow's first QP failed, from the first workload's start (failed flows only)"},
+    {"retry_exceeded_err", MetricKind::kScalar, "count", {},
+     "QPs that failed after hosts.rc retry_cnt + 1 timeouts without progress (rxe's counter name)"},
+    {"completer_retry_err", MetricKind::kScalar, "count", {}, "requester timeouts that retried, every QP (rxe's name)"},
+    {"rcvd_seq_err", MetricKind::kScalar, "count", {}, "PSN sequence error NAKs requesters received (rxe's name)"},
+    {"out_of_seq_request", MetricKind::kScalar, "count", {},
+     "request packets responders received beyond the expected PSN (rxe's name)"},
+    {"duplicate_request", MetricKind::kScalar, "count", {},
+     "request packets responders received again, already applied (rxe's name)"},
+  };
+}
+
+}  // namespace
+
 const std::vector<MetricInfo>& metric_registry() {
-  static const std::vector<MetricInfo> kMetrics = {
+  static const std::vector<MetricInfo> kMetrics = [] {
+    std::vector<MetricInfo> m = {
       {"switches", MetricKind::kScalar, "count", {}, "switch nodes in the fabric"},
       {"hosts", MetricKind::kScalar, "count", {}, "host nodes (GPU servers) in the fabric"},
       {"links", MetricKind::kScalar, "count", {}, "links (veth pairs), host NIC links included"},
@@ -118,25 +147,11 @@ const std::vector<MetricInfo>& metric_registry() {
        "packets lost in full host receive sockets (the engine read too late); > 0 makes the run invalid"},
       {"digest_errors", MetricKind::kScalar, "count", {},
        "flows whose responder-side CRC of delivered payload differs from what was sent, or, for a failed flow, that lack bytes they acknowledged (must be 0)"},
-      {"link_down_time", MetricKind::kScalar, "s", {},
-       "seconds links were down under link_down, link_flap and node_crash faults, summed over links (a crash "
-       "counts each of the node's links)"},
-      {"path_changes", MetricKind::kScalar, "count", {},
-       "route entries (node, prefix) the fabric's reconvergence changed as links went down and came back"},
-      {"flows_failed", MetricKind::kScalar, "count", {},
-       "flows that did not complete: a QP failed (retry exceeded: no path, a crashed peer) or its collective "
-       "stopped at another rank's failure"},
-      {"flow_failed_at", MetricKind::kSeries, "s", {"workload", "from", "to"},
-       "when a failed flow's first QP failed, from the first workload's start (failed flows only)"},
-      {"retry_exceeded_err", MetricKind::kScalar, "count", {},
-       "QPs that failed after hosts.rc retry_cnt + 1 timeouts without progress (rxe's counter name)"},
-      {"completer_retry_err", MetricKind::kScalar, "count", {}, "requester timeouts that retried, every QP (rxe's name)"},
-      {"rcvd_seq_err", MetricKind::kScalar, "count", {}, "PSN sequence error NAKs requesters received (rxe's name)"},
-      {"out_of_seq_request", MetricKind::kScalar, "count", {},
-       "request packets responders received beyond the expected PSN (rxe's name)"},
-      {"duplicate_request", MetricKind::kScalar, "count", {},
-       "request packets responders received again, already applied (rxe's name)"},
-  };
+    };
+    auto f = fault_metrics();
+    m.insert(m.end(), f.begin(), f.end());
+    return m;
+  }();
   return kMetrics;
 }
 
