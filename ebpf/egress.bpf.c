@@ -537,6 +537,8 @@ int rl_egress(struct __sk_buff *skb)
 	/* A loss fault: the packet is lost on the link, before it takes any buffer. */
 	if (self && self->loss && fault_lost(self))
 		return drop_at(cnt, depth, RL_DROP_FAULT);
+	if (self && self->mtu_limit && len > ETH_HLEN + self->mtu_limit)
+		return drop_at(cnt, depth, RL_DROP_MTU);
 	/* A switch's lossy queue may hold alpha x what is free in the switch's shared pool
 	 * (dynamic threshold); lossless queues are governed by XOFF and their limit. */
 	if (!lossless && self && !host && cfg->buffer_size) {

@@ -41,7 +41,8 @@ struct rl_probe_stats {
 	X(WRED, wred, "non-ECT packet on a lossy ECN queue, at the marking probability")         \
 	X(HEADROOM, headroom, "lossless: beyond what the queue may hold (XOFF + headroom)")      \
 	X(BUFFER, buffer, "lossy: over the shared buffer's dynamic threshold, alpha x free pool") \
-	X(FAULT, fault_loss, "a loss fault on the port (seeded): a packet lost on the link")
+	X(FAULT, fault_loss, "a loss fault on the port (seeded): a packet lost on the link")   \
+	X(MTU, mtu, "larger than the MTU of the link's other end (an mtu_mismatch fault)")
 
 enum rl_drop_reason {
 #define RL_DROP_ENUM(e, n, d) RL_DROP_##e,
@@ -193,7 +194,8 @@ struct rl_port_info {
 	__u64 slow_last_ns;
 	__u64 slow_paused_until_ns;
 	__u32 slow_quanta;    /* the pause time of the XOFF it is sending (emit_pfc reads it) */
-	__u32 pad;
+	__u32 mtu_limit;      /* mtu_mismatch: the other end's MTU; a longer IP packet leaving
+	                       * here is dropped (reason mtu), as that end would (0: none) */
 };
 
 /* Per port slot: its PFC headroom (DESIGN.md §2) and what its lossless queues may hold.

@@ -257,6 +257,31 @@ Result<Change> LocalTestbed::slow_receiver(const PortRef& p, double fraction) {
   });
 }
 
+Result<Change> LocalTestbed::mtu_mismatch(const PortRef& p, uint32_t mtu) {
+  if (auto st = load_routing(); !st) return st.error();
+  // The peer: the other end of the link `p` is on.
+  const size_t pn = plan_node(nodes_.at(p.node).name);
+  if (pn == SIZE_MAX) return env("node " + nodes_[p.node].name + " is not in the scenario record");
+  uint32_t peer_slot = UINT32_MAX;
+  for (const PortPlan& pp : plan().nodes[pn].ports)
+    if (pp.slot == p.slot) peer_slot = uint32_t(pp.peer_ifindex - kFirstPortIfindex);
+  if (peer_slot == UINT32_MAX) return env(name(p) + " is not in the scenario record");
+  std::string why;
+  rl_port_info info{};
+  if (!maps_->port_info(peer_slot, info, why)) return env(name(p) + "'s peer: " + why);
+  const uint32_t before = info.mtu_limit;
+  info.mtu_limit = mtu;
+  if (!maps_->set_port_info(peer_slot, info, why)) return env(name(p) + "'s peer: " + why);
+  return Change("MTU " + std::to_string(mtu) + " at " + name(p), [this, peer_slot, before]() -> Status {
+    std::string w;
+    rl_port_info now{};
+    if (!maps_->port_info(peer_slot, now, w) ) return env(w);
+    now.mtu_limit = before;
+    if (!maps_->set_port_info(peer_slot, now, w)) return env(w);
+    return ok();
+  });
+}
+
 Result<Change> LocalTestbed::set_loss(const PortRef& p, double probability, uint64_t seed) {
   return set_draw(p, Draw::kLoss, probability, seed);
 }
@@ -451,11 +476,12 @@ Result<std::vector<std::string>> LocalTestbed::clear_faults() {
       if (!maps_->port_info(ref.slot, info, why)) return env(name(ref) + ": " + why);
       if (info.loss && write_draw(ref, Draw::kLoss, 0, info.loss_rng)) done.push_back("loss off on " + name(ref));
       if (info.corrupt && write_draw(ref, Draw::kCorrupt, 0, info.corrupt_rng)) done.push_back("corruption off on " + name(ref));
-      if ((info.flags & (RL_PORT_NO_PFC | RL_PORT_NO_ECN)) || info.dscp_set || info.slow_drain_bps) {
+      if ((info.flags & (RL_PORT_NO_PFC | RL_PORT_NO_ECN)) || info.dscp_set || info.slow_drain_bps || info.mtu_limit) {
         if (!maps_->port_info(ref.slot, info, why)) return env(name(ref) + ": " + why);
         info.flags &= uint16_t(~(RL_PORT_NO_PFC | RL_PORT_NO_ECN));
         info.dscp_set = 0;
         info.slow_drain_bps = 0;
+        info.mtu_limit = 0;
         if (!maps_->set_port_info(ref.slot, info, why)) return env(name(ref) + ": " + why);
         done.push_back("misconfiguration or slow receiver undone on " + name(ref));
       }

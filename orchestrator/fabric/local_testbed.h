@@ -44,6 +44,7 @@ class LocalTestbed final : public Testbed {
   Result<Change> fail_link(const PortRef& p) override;
   Result<Change> misconfigure(const PortRef& p, Misconfig m, uint32_t dscp) override;
   Result<Change> slow_receiver(const PortRef& p, double fraction) override;
+  Result<Change> mtu_mismatch(const PortRef& p, uint32_t mtu) override;
   uint64_t path_changes() const override { return path_changes_; }
   // Links with an end administratively down now, by index into the scenario's links.
   std::vector<size_t> links_down() const;

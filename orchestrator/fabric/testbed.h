@@ -118,6 +118,9 @@ class Testbed {
   // buffer takes to drain to half (bursty pause, as a backed-up NIC sends). Counted as PFC
   // sent by that port.
   virtual Result<Change> slow_receiver(const PortRef& p, double fraction) = 0;
+  // The link's other end gets MTU `mtu` at `p`'s side: what `p`'s peer sends larger than that
+  // is dropped as `p` would (drop reason mtu, counted at the peer's egress).
+  virtual Result<Change> mtu_mismatch(const PortRef& p, uint32_t mtu) = 0;
   // Gives port `p` a misconfiguration (`dscp`: the DSCP kDscp writes); the Change puts back
   // the port's own setting.
   virtual Result<Change> misconfigure(const PortRef& p, Misconfig m, uint32_t dscp) = 0;

@@ -63,6 +63,30 @@ Kind slow_receiver_kind() {
   return k;
 }
 
+Kind mtu_mismatch_kind() {
+  Kind k;
+  k.type = "mtu_mismatch";
+  k.summary = "one end of a link gets a smaller MTU: frames the other end sends larger than it are dropped (reason mtu)";
+  k.required = {"mtu"};
+  k.validate = [](const model::Fault& f, const model::Scenario& s) {
+    std::vector<std::string> out;
+    if (auto why = port_problem("mtu_mismatch", f.target, s); !why.empty()) return std::vector<std::string>{why};
+    const size_t colon = f.target.find(':');
+    if (auto n = s.find_node(f.target.substr(0, colon)); n && f.mtu)
+      for (size_t li : s.nodes[*n].ports)
+        if (s.links[li].end(*n).ifname == f.target.substr(colon + 1) && uint32_t(*f.mtu) >= s.links[li].mtu)
+          out.push_back("an mtu_mismatch's mtu (" + std::to_string(*f.mtu) + ") must be below the link's (" +
+                        std::to_string(s.links[li].mtu) + "): only then are frames dropped");
+    return out;
+  };
+  k.start = [](fabric::Testbed& t, const Start& s) -> Result<fabric::Change> {
+    auto port = t.port(s.fault.target);
+    if (!port) return port.error();
+    return t.mtu_mismatch(*port, uint32_t(s.fault.mtu.value_or(1500)));
+  };
+  return k;
+}
+
 Kind ecn_off_kind() {
   Kind k;
   k.type = "ecn_off";

@@ -14,6 +14,7 @@ const Registry<Kind>& kinds() {
       ecn_off_kind(),
       dscp_remap_kind(),
       slow_receiver_kind(),
+      mtu_mismatch_kind(),
   });
   return k;
 }

@@ -69,5 +69,6 @@ Kind pfc_off_kind();
 Kind ecn_off_kind();
 Kind dscp_remap_kind();
 Kind slow_receiver_kind();
+Kind mtu_mismatch_kind();
 
 }  // namespace rocelab::fault

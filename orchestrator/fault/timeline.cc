@@ -103,6 +103,7 @@ nlohmann::ordered_json Timeline::to_json() const {
       if (f.count) p["count"] = *f.count;
       if (f.dscp) p["dscp"] = *f.dscp;
       if (f.fraction) p["fraction"] = *f.fraction;
+      if (f.mtu) p["mtu"] = *f.mtu;
       if (f.priority) p["priority"] = *f.priority;
       if (!f.train.empty()) {
         auto t = nlohmann::ordered_json::array();

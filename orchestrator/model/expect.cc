@@ -62,7 +62,7 @@ const std::vector<MetricInfo>& metric_registry() {
       {"rx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"}, "bytes a port received"},
       {"ecn_marked", MetricKind::kCounter, "count", {"node", "port", "prio"}, "packets CE-marked at enqueue"},
       {"drops", MetricKind::kCounter, "count", {"node", "port", "prio", "reason"},
-       "packets dropped, by reason: queue_full, wred, headroom, buffer (shared pool), fault_loss (a loss fault)"},
+       "packets dropped, by reason: queue_full, wred, headroom, buffer (shared pool), fault_loss (a loss fault), mtu (an mtu_mismatch fault)"},
       {"pfc_tx", MetricKind::kCounter, "count", {"node", "port", "prio"},
        "PFC frames (XOFF and XON) a port sent for a priority"},
       {"pfc_rx", MetricKind::kCounter, "count", {"node", "port", "prio"},

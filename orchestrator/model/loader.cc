@@ -600,7 +600,7 @@ class Loader {
     KeysSet k;
     for (const char* key : {"name", "type", "from", "to", "hosts", "message", "qps", "dscp", "ring", "iterations",
                             "start", "target", "at", "duration", "period", "probability", "priority", "count", "down",
-                            "train", "fraction"})
+                            "train", "fraction", "mtu"})
       if (m.has(key)) k[key] = m.key_pos(key);
     return k;
   }
@@ -676,6 +676,8 @@ class Loader {
       if (auto dv = m->take("dscp"))
         if (auto n = r_.integer(*dv, 0, 63)) f.dscp = static_cast<int>(*n);
       if (auto fv = m->take("fraction")) f.fraction = r_.number(*fv, 0.001, 0.999);
+      if (auto mv = m->take("mtu"))
+        if (auto n = r_.integer(*mv, 576, 65535)) f.mtu = static_cast<int>(*n);
       if (auto dv = m->take("down")) f.down = r_.duration(*dv, Duration{1}, kHour);
       if (auto tv = m->take("train"))
         if (auto items = r_.list(*tv)) {

@@ -238,6 +238,7 @@ struct Fault {
   std::vector<Duration> train;       // link_flap: explicit down, up, down, ... times
   std::optional<int> dscp;           // dscp_remap: the DSCP written (0-63)
   std::optional<double> fraction;    // slow_receiver: of line rate its RX side drains
+  std::optional<int> mtu;            // mtu_mismatch: the MTU the target end is given
   Position pos;
 };
 

@@ -226,6 +226,7 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
     if (f.count) fj["count"] = *f.count;
     if (f.dscp) fj["dscp"] = *f.dscp;
     if (f.fraction) fj["fraction"] = *f.fraction;
+    if (f.mtu) fj["mtu"] = *f.mtu;
     if (f.down) fj["down"] = format_duration(*f.down);
     if (!f.train.empty()) {
       ordered_json t = ordered_json::array();

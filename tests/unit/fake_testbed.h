@@ -93,6 +93,15 @@ class FakeTestbed final : public fabric::Testbed {
     });
   }
   uint64_t path_changes() const override { return path_changes_; }
+  std::map<uint32_t, uint32_t> mtu;  // slot -> MTU its side was given
+  Result<fabric::Change> mtu_mismatch(const fabric::PortRef& p, uint32_t m) override {
+    const uint32_t before = mtu[p.slot];
+    mtu[p.slot] = m;
+    return fabric::Change("mtu", [this, p, before] {
+      mtu[p.slot] = before;
+      return ok();
+    });
+  }
   std::map<uint32_t, double> slow;  // slot -> drain fraction in force
   Result<fabric::Change> slow_receiver(const fabric::PortRef& p, double fraction) override {
     const double before = slow[p.slot];

@@ -169,7 +169,7 @@ TEST(FaultKinds, TheRegistryNamesWhatIsBuilt) {
   EXPECT_NE(fault::kinds().find("corruption"), nullptr);
   EXPECT_NE(fault::kinds().find("node_crash"), nullptr);
   EXPECT_EQ(fault::kinds().find("pause_storm"), nullptr);
-  EXPECT_EQ(fault::kinds().list(), "loss, corruption, link_down, link_flap, node_crash, pfc_off, ecn_off, dscp_remap, slow_receiver");
+  EXPECT_EQ(fault::kinds().list(), "loss, corruption, link_down, link_flap, node_crash, pfc_off, ecn_off, dscp_remap, slow_receiver, mtu_mismatch");
 }
 
 }  // namespace
