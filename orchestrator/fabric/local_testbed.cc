@@ -402,6 +402,7 @@ Status LocalTestbed::set_link_both(size_t link, bool up) {
     if (!in) return in.error();
     netlink::Batch b(*in->sock);
     b.set_link(pp.ifindex, up);
+    if (!up) ++downed_[uint32_t(pp.slot)];
     // A device going down takes its permanent neighbour entries with it: put them back.
     if (up) b.replace_neigh({pp.ifindex, pp.peer_addr, pp.peer_mac});
     if (auto s = b.flush(); !s.ok()) return env(np.node + ":" + pp.ifname + ": " + s.text);

@@ -46,6 +46,10 @@ class LocalTestbed final : public Testbed {
   Result<Change> slow_receiver(const PortRef& p, double fraction) override;
   Result<Change> mtu_mismatch(const PortRef& p, uint32_t mtu) override;
   uint64_t path_changes() const override { return path_changes_; }
+  uint64_t link_downed(const PortRef& p) const override {
+    auto it = downed_.find(p.slot);
+    return it == downed_.end() ? 0 : it->second;
+  }
   // Links with an end administratively down now, by index into the scenario's links.
   std::vector<size_t> links_down() const;
   // Puts back what faults left in force (`rocelab inject --clear`): no loss or corruption on
@@ -82,6 +86,7 @@ class LocalTestbed final : public Testbed {
   std::vector<std::vector<netlink::RouteSpec>> routes_;
   std::map<size_t, int> down_;
   uint64_t path_changes_ = 0;
+  std::map<uint32_t, uint64_t> downed_;  // slot -> times its link went down
 };
 
 }  // namespace rocelab::fabric

@@ -124,6 +124,8 @@ class Testbed {
   // Gives port `p` a misconfiguration (`dscp`: the DSCP kDscp writes); the Change puts back
   // the port's own setting.
   virtual Result<Change> misconfigure(const PortRef& p, Misconfig m, uint32_t dscp) = 0;
+  // Times port `p` lost its link to a fault so far (rxe's link_downed, for host NICs).
+  virtual uint64_t link_downed(const PortRef& p) const = 0;
   // Route entries (node, prefix) that reconvergence has changed so far.
   virtual uint64_t path_changes() const = 0;
   // The node crashes: every link of it fails (fail_link) and it halts (node_halted), so its

@@ -19,6 +19,8 @@ std::vector<MetricInfo> fault_metrics() {
     {"link_down_time", MetricKind::kScalar, "s", {},
      "seconds links were down under link_down, link_flap and node_crash faults, summed over links (a crash "
      "counts each of the node's links)"},
+    {"link_downed", MetricKind::kCounter, "count", {"node", "port"},
+     "times a host NIC lost its link to a fault (rxe's name; runs with faults)"},
     {"path_changes", MetricKind::kScalar, "count", {},
      "route entries (node, prefix) the fabric's reconvergence changed as links went down and came back"},
     {"flows_failed", MetricKind::kScalar, "count", {},

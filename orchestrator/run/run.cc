@@ -286,6 +286,13 @@ Status traffic_phase(RunContext& c) {
   if (!c.s.faults.empty()) {
     c.metrics["link_down_time"] = model::MetricValue{model::MetricKind::kScalar, timeline.link_down_seconds(), {}};
     c.metrics["path_changes"] = model::MetricValue{model::MetricKind::kScalar, double(c.testbed->path_changes()), {}};
+    auto& ld = c.metrics["link_downed"];
+    ld.kind = model::MetricKind::kCounter;
+    const auto& nodes = c.testbed->nodes();
+    for (size_t n = 0; n < nodes.size(); ++n)
+      for (size_t p = 0; p < nodes[n].ports.size() && nodes[n].host; ++p)
+        ld.samples.push_back({{{"node", nodes[n].name}, {"port", nodes[n].ports[p].name}},
+                              double(c.testbed->link_downed({n, p, nodes[n].ports[p].slot}))});
   }
   for (const auto& r : c.faults) c.events->add("fault", r);
   if (timeline.failed() && c.invalid.empty()) c.invalid = "a fault could not be applied (results.json faults)";

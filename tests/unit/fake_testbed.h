@@ -93,6 +93,10 @@ class FakeTestbed final : public fabric::Testbed {
     });
   }
   uint64_t path_changes() const override { return path_changes_; }
+  uint64_t link_downed(const fabric::PortRef& p) const override {
+    auto it = link_faults.find(p.slot);
+    return it == link_faults.end() ? 0 : uint64_t(it->second > 0);
+  }
   std::map<uint32_t, uint32_t> mtu;  // slot -> MTU its side was given
   Result<fabric::Change> mtu_mismatch(const fabric::PortRef& p, uint32_t m) override {
     const uint32_t before = mtu[p.slot];
