@@ -33,7 +33,7 @@ uint32_t node_hash_seed(uint64_t seed, std::string_view node) {
   return v ? v : 1;
 }
 
-std::vector<std::pair<std::string, std::string>> node_sysctls(bool host, uint32_t hash_seed) {
+std::vector<std::pair<std::string, std::string>> node_sysctls(bool host, uint32_t hash_seed, const std::string& hash) {
   // conf/default is written before any port exists so new ports inherit it; conf/all
   // because the kernel combines it with the per-device value (rp_filter takes the max).
   std::vector<std::pair<std::string, std::string>> v = {
@@ -49,7 +49,8 @@ std::vector<std::pair<std::string, std::string>> node_sysctls(bool host, uint32_
       {"net/ipv4/conf/default/send_redirects", "0"},
       {"net/ipv4/icmp_echo_ignore_all", "0"},
       {"net/ipv4/icmp_ratelimit", "0"},  // the connectivity check pings many pairs at once
-      {"net/ipv4/fib_multipath_hash_policy", "1"},  // L4: per-QP UDP source ports spread flows
+      // l4: per-QP UDP source ports spread flows; l3: addresses only (qos.ecmp_hash).
+      {"net/ipv4/fib_multipath_hash_policy", hash == "l3" ? "0" : "1"},
       {"net/ipv4/fib_multipath_hash_seed", std::to_string(hash_seed)},
   };
   return v;
@@ -112,7 +113,7 @@ KernelPlan plan_kernel(const model::Scenario& s) {
     np.host = n.kind == model::NodeKind::kHost;
     np.loopback = n.loopback.addr;
     np.hash_seed = node_hash_seed(s.seed, n.name);
-    np.sysctls = node_sysctls(np.host, np.hash_seed);
+    np.sysctls = node_sysctls(np.host, np.hash_seed, s.qos.ecmp_hash);
     for (size_t p = 0; p < n.ports.size(); ++p) {
       size_t li = n.ports[p];
       const model::Link& l = s.links[li];

@@ -459,6 +459,8 @@ class Loader {
       }
     }
     if (auto dv = m->take("dscp_map")) read_dscp_map(*dv, q);
+    if (auto hv = m->take("ecmp_hash"))
+      if (auto h = r_.choice(*hv, {"l4", "l3"})) q.ecmp_hash = *h;
     if (auto ev = m->take("ecn")) {
       if (ev->node.IsScalar()) {
         if (auto b = r_.boolean(*ev)) q.ecn.enabled = *b;

@@ -165,6 +165,10 @@ struct Qos {
   bool pfc_enabled = true;
   PfcConfig pfc;
   BufferConfig buffer;
+  // What the nodes' ECMP hash reads (net.ipv4.fib_multipath_hash_policy): l4 (addresses and
+  // UDP ports: each QP's source port picks its path) or l3 (addresses only: every QP between
+  // two NICs on one path).
+  std::string ecmp_hash = "l4";
 };
 
 // DCQCN parameters a scenario sets on top of its preset (physical values; DESIGN.md §2).

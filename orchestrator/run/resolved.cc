@@ -84,6 +84,7 @@ ordered_json qos_json(const Qos& q) {
     if (q.lossless_mask & (1u << p)) lossless.push_back(p);
   j["lossless"] = lossless;
   j["dscp_map"] = dscp_json(q.dscp_to_prio);
+  j["ecmp_hash"] = q.ecmp_hash;
   if (!q.ecn.enabled) {
     j["ecn"] = false;
   } else if (q.ecn.preset == "custom") {

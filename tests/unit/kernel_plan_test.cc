@@ -74,6 +74,16 @@ TEST(KernelPlan, RoutesUseThePortIfindexesAndMultiNicHostsGetRules) {
   EXPECT_EQ(port_of[it->nexthops[0].ifindex], host1.ports[1].ifname);
 }
 
+// qos.ecmp_hash: l3 hashes addresses only (every QP between two NICs on one path).
+TEST(KernelPlan, EcmpHashPolicyFollowsTheScenario) {
+  auto s = must_load(std::string(kRail) + "qos: {ecmp_hash: l3}\n");
+  for (const auto& n : fabric::plan_kernel(s).nodes) {
+    std::map<std::string, std::string> v(n.sysctls.begin(), n.sysctls.end());
+    EXPECT_EQ(v["net/ipv4/fib_multipath_hash_policy"], "0") << n.node;
+  }
+  EXPECT_FALSE(errors_of(std::string(kRail) + "qos: {ecmp_hash: l5}\n").empty());
+}
+
 TEST(KernelPlan, SysctlsAndSeedsPerNode) {
   auto s = must_load(kRail);
   auto kp = fabric::plan_kernel(s);
