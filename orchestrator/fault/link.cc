@@ -9,31 +9,11 @@ namespace rocelab::fault {
 
 namespace {
 
-Result<fabric::Change> fail_target_link(fabric::Testbed& t, const Start& s) {
-  auto port = t.port(s.fault.target);
-  if (!port) return port.error();
-  return t.fail_link(*port);
-}
-
-std::vector<std::string> port_target(const std::string& type, const model::Fault& f, const model::Scenario& s) {
-  if (auto why = port_problem(type, f.target, s); !why.empty()) return {why};
-  return {};
-}
-
-}  // namespace
-
-Kind link_down_kind() {
-  Kind k;
-  k.type = "link_down";
-  k.summary = "a link fails at both ends, routes reconverge around it; back after duration (target: either end, NODE:PORT)";
-  k.validate = [](const model::Fault& f, const model::Scenario& s) { return port_target("link_down", f, s); };
-  k.start = fail_target_link;
-  return k;
-}
+Result<fabric::Change> fail_link(fabric::Testbed& t, const fabric::PortRef& p, const Start&) { return t.fail_link(p); }
 
 // The downs of a flap: `train` (down, up, down, ... times), or `count` cycles of `period`
 // (each down for `down`, half the period unless given), or as many cycles as fit `duration`.
-static std::vector<Piece> flap_pieces(const model::Fault& f) {
+std::vector<Piece> flap_pieces(const model::Fault& f) {
   std::vector<Piece> out;
   if (!f.train.empty()) {
     int64_t t = 0;
@@ -50,46 +30,44 @@ static std::vector<Piece> flap_pieces(const model::Fault& f) {
   return out;
 }
 
+std::vector<std::string> flap_problems(const model::Fault& f, const model::Scenario&) {
+  std::vector<std::string> out;
+  if (!f.train.empty()) {
+    if (f.period || f.count || f.down) out.push_back("a link_flap takes either train or period (with count or duration), not both");
+  } else if (!f.period) {
+    out.push_back("a link_flap needs period (with count or duration) or train: [down, up, ...]");
+  } else {
+    if (!f.count && !f.duration) out.push_back("a link_flap with a period needs count or duration");
+    if (f.count && f.duration) out.push_back("a link_flap takes count or duration, not both");
+    if (f.down && f.down->ns >= f.period->ns) out.push_back("a link_flap's down time must be shorter than its period");
+    if (!f.count && f.duration && f.duration->ns < f.period->ns) out.push_back("a link_flap's duration holds no whole period");
+  }
+  return out;
+}
+
+}  // namespace
+
+Kind link_down_kind() {
+  return port_kind("link_down",
+                   "a link fails at both ends, routes reconverge around it; back after duration (target: either end, NODE:PORT)",
+                   fail_link);
+}
+
 Kind link_flap_kind() {
-  Kind k;
-  k.type = "link_flap";
-  k.summary = "a link goes down and up: period with count or duration (down: period/2 unless given), or train: "
-              "[down, up, down, ...]";
+  Kind k = port_kind("link_flap",
+                     "a link goes down and up: period with count or duration (down: period/2 unless given), or train: "
+                     "[down, up, down, ...]",
+                     fail_link);
   k.takes = {"period", "count", "down", "train"};
-  k.validate = [](const model::Fault& f, const model::Scenario& s) {
-    auto out = port_target("link_flap", f, s);
-    if (!f.train.empty()) {
-      if (f.period || f.count || f.down) out.push_back("a link_flap takes either train or period (with count or duration), not both");
-    } else if (!f.period) {
-      out.push_back("a link_flap needs period (with count or duration) or train: [down, up, ...]");
-    } else {
-      if (!f.count && !f.duration) out.push_back("a link_flap with a period needs count or duration");
-      if (f.count && f.duration) out.push_back("a link_flap takes count or duration, not both");
-      if (f.down && f.down->ns >= f.period->ns) out.push_back("a link_flap's down time must be shorter than its period");
-      if (!f.count && f.duration && f.duration->ns < f.period->ns) out.push_back("a link_flap's duration holds no whole period");
-    }
-    return out;
-  };
-  k.start = fail_target_link;
+  also_validate(k, flap_problems);
   k.pieces = flap_pieces;
   return k;
 }
 
 Kind node_crash_kind() {
-  Kind k;
-  k.type = "node_crash";
-  k.summary = "a node dies: every link down, its RDMA endpoints answer nothing; recovers after duration (target: NODE)";
-  k.validate = [](const model::Fault& f, const model::Scenario& s) {
-    std::vector<std::string> out;
-    if (auto why = node_problem("node_crash", f.target, s); !why.empty()) out.push_back(why);
-    return out;
-  };
-  k.start = [](fabric::Testbed& t, const Start& s) -> Result<fabric::Change> {
-    const size_t n = t.node_index(s.fault.target);
-    if (n == SIZE_MAX) return error(Errc::kBadInput, "instance " + t.instance() + " has no node '" + s.fault.target + "'");
-    return t.crash_node(n);
-  };
-  return k;
+  return node_kind("node_crash",
+                   "a node dies: every link down, its RDMA endpoints answer nothing; recovers after duration (target: NODE)",
+                   [](fabric::Testbed& t, size_t n, const Start&) { return t.crash_node(n); });
 }
 
 }  // namespace rocelab::fault

@@ -26,22 +26,54 @@ namespace rocelab::fault {
 Kind per_packet_kind(std::string type, std::string summary,
                      Result<fabric::Change> (fabric::Testbed::*set)(const fabric::PortRef&, double, uint64_t),
                      uint64_t stream) {
+  Kind k = port_kind(type, std::move(summary), [set, stream](fabric::Testbed& t, const fabric::PortRef& p, const Start& s) {
+    // Each fault draws from its own stream: the scenario's seed, the kind and the fault's index.
+    return (t.*set)(p, s.fault.probability.value_or(0), s.seed ^ (stream * (s.index + 1)));
+  });
+  k.required = {"probability"};
+  return k;
+}
+
+Kind port_kind(std::string type, std::string summary, OnPort on) {
   Kind k;
   k.type = type;
   k.summary = std::move(summary);
-  k.required = {"probability"};
   k.validate = [type](const model::Fault& f, const model::Scenario& s) {
     std::vector<std::string> out;
     if (auto why = port_problem(type, f.target, s); !why.empty()) out.push_back(why);
     return out;
   };
-  k.start = [set, stream](fabric::Testbed& t, const Start& s) -> Result<fabric::Change> {
+  k.start = [on = std::move(on)](fabric::Testbed& t, const Start& s) -> Result<fabric::Change> {
     auto port = t.port(s.fault.target);
     if (!port) return port.error();
-    // Each fault draws from its own stream: the scenario's seed, the kind and the fault's index.
-    return (t.*set)(*port, s.fault.probability.value_or(0), s.seed ^ (stream * (s.index + 1)));
+    return on(t, *port, s);
   };
   return k;
+}
+
+Kind node_kind(std::string type, std::string summary, OnNode on) {
+  Kind k;
+  k.type = type;
+  k.summary = std::move(summary);
+  k.validate = [type](const model::Fault& f, const model::Scenario& s) {
+    std::vector<std::string> out;
+    if (auto why = node_problem(type, f.target, s); !why.empty()) out.push_back(why);
+    return out;
+  };
+  k.start = [on = std::move(on)](fabric::Testbed& t, const Start& s) -> Result<fabric::Change> {
+    const size_t n = t.node_index(s.fault.target);
+    if (n == SIZE_MAX) return error(Errc::kBadInput, "instance " + t.instance() + " has no node '" + s.fault.target + "'");
+    return on(t, n, s);
+  };
+  return k;
+}
+
+void also_validate(Kind& k, std::function<std::vector<std::string>(const model::Fault&, const model::Scenario&)> more) {
+  k.validate = [first = k.validate, more = std::move(more)](const model::Fault& f, const model::Scenario& s) {
+    auto out = first(f, s);
+    if (out.empty()) out = more(f, s);
+    return out;
+  };
 }
 
 // Whether the target exists the model checks (with did-you-mean); the kinds check its shape.

@@ -55,6 +55,15 @@ Kind per_packet_kind(std::string type, std::string summary,
                      Result<fabric::Change> (fabric::Testbed::*set)(const fabric::PortRef&, double, uint64_t),
                      uint64_t stream);
 
+// A kind whose target is a port (NODE:PORT) or a node: the target's shape checked (a kind
+// adds its own checks after these), the target resolved on the Testbed, then `on` applies it.
+using OnPort = std::function<Result<fabric::Change>(fabric::Testbed&, const fabric::PortRef&, const Start&)>;
+using OnNode = std::function<Result<fabric::Change>(fabric::Testbed&, size_t node, const Start&)>;
+Kind port_kind(std::string type, std::string summary, OnPort on);
+Kind node_kind(std::string type, std::string summary, OnNode on);
+// Adds a check to a kind's validation, run when the earlier ones found nothing.
+void also_validate(Kind& k, std::function<std::vector<std::string>(const model::Fault&, const model::Scenario&)> more);
+
 // Why `target` is not shaped as a port (NODE:PORT) or a node, or empty.
 std::string port_problem(const std::string& type, const std::string& target, const model::Scenario& s);
 std::string node_problem(const std::string& type, const std::string& target, const model::Scenario& s);
