@@ -164,19 +164,27 @@ static __always_inline int emit_pfc(struct __sk_buff *skb, const struct rl_confi
 		return TC_ACT_SHOT;
 	if (skb->mark & 0x800) /* a slow receiver's XOFF: as long as its buffer needs to drain */
 		quanta = (__u16)info->slow_quanta;
+	/* One priority, or a storm's vector (each of its priorities with the storm's time). */
+	__u32 vector = kick ? 0 : 1u << prio;
+	if ((skb->mark & RL_MARK_PFC_STORM) == RL_MARK_PFC_STORM) {
+		vector = (skb->priority >> 16) & 0xff;
+		quanta = (__u16)skb->priority;
+	}
 	__builtin_memcpy(f.src, info->mac, 6);
 	f.ethertype = bpf_htons(RL_PFC_ETHERTYPE);
 	f.opcode = bpf_htons(RL_PFC_OPCODE);
-	if (!kick) {
-		f.class_enable = bpf_htons(1u << prio);
-		f.time[prio] = bpf_htons(quanta);
-	}
+	f.class_enable = bpf_htons(vector);
+	for (int p = 0; p < RL_NUM_PRIO; p++)
+		if (vector & (1u << p))
+			f.time[p] = bpf_htons(quanta);
 	if (bpf_skb_store_bytes(skb, 0, &f, sizeof f, 0))
 		return TC_ACT_SHOT;
 	skb->mark = 0;
 	skb->priority = RL_DIRECT_CLASSID;
-	struct rl_counters *cnt = kick ? 0 : counters_of(skb->ifindex, prio);
-	if (cnt) {
+	for (int p = 0; p < RL_NUM_PRIO; p++) {
+		struct rl_counters *cnt = (vector & (1u << p)) ? counters_of(skb->ifindex, p) : 0;
+		if (!cnt)
+			continue;
 		__sync_fetch_and_add(&cnt->pfc_tx, 1);
 		if (!quanta)
 			__sync_fetch_and_add(&cnt->pfc_xon_tx, 1);

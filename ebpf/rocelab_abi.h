@@ -154,6 +154,11 @@ struct rl_pfc_frame {
 #define RL_MARK_PFC_KICK ((RL_MARK_PFC_MAGIC << 16) | 0x200u)
 #define RL_MARK_PFC_REFRESH ((RL_MARK_PFC_MAGIC << 16) | 0x500u)
 #define RL_MARK_PFC_SLOW ((RL_MARK_PFC_MAGIC << 16) | 0x900u) /* XOFF, pause time rl_port_info.slow_quanta */
+/* A pause storm's frame (FAULTS.md, pfc_gen.py): the class-enable vector and the pause time
+ * ride in the clone's skb->priority, RL_STORM_PRIORITY(vector, quanta); every priority the
+ * vector names gets that time (a vector of 0 names none and pauses nothing). */
+#define RL_MARK_PFC_STORM ((RL_MARK_PFC_MAGIC << 16) | 0x1000u)
+#define RL_STORM_PRIORITY(vector, quanta) ((((vector) & 0xffu) << 16) | ((quanta) & 0xffffu))
 #define RL_MARK_IS_PFC(m) (((m) >> 16) == RL_MARK_PFC_MAGIC)
 
 /* `rocelab stats` runs the egress program (BPF_PROG_TEST_RUN, nothing is sent) with this

@@ -134,6 +134,7 @@ class Agent {
       if (fds[1].revents & POLLIN) serve();
       const uint64_t now = now_ns();
       expire(now);
+      run_storms(now);
       // The paused ports' check at most every 200 us: it probes the node's queues that hold
       // anything, and received PFC (a pause to put in force) must not wait behind it.
       if (now - last_sync > 200'000) {
@@ -187,12 +188,64 @@ class Agent {
                    ? fabric::request_named(j["request"].get<std::string>())
                    : std::nullopt;
       if (!r) {
-        say(c.get(), {{"ok", false}, {"error", "unknown request (figures, stop)"}});
+        say(c.get(), {{"ok", false}, {"error", "unknown request (figures, stop, storm, storm_stop)"}});
       } else if (*r == fabric::AgentRequest::kFigures) {
         say(c.get(), {{"ok", true}, {"figures", fabric::to_json(figures())}});
+      } else if (*r == fabric::AgentRequest::kStorm) {
+        say(c.get(), start_storm(j));
+      } else if (*r == fabric::AgentRequest::kStormStop) {
+        say(c.get(), stop_storm(j));
       } else {
         stopping_ = true;
         say(c.get(), {{"ok", true}});
+      }
+    }
+  }
+
+  json start_storm(const json& j) {
+    std::string why;
+    auto spec = fabric::storm_from_json(j, why);
+    if (!spec) return {{"ok", false}, {"error", why}};
+    if (!ports_.count(spec->slot)) return {{"ok", false}, {"error", "no port in slot " + std::to_string(spec->slot)}};
+    const uint64_t id = ++last_storm_;
+    storms_[id] = {*spec, now_ns(), 0};
+    return {{"ok", true}, {"id", id}};
+  }
+
+  // id 0 stops every storm. The pauses it caused end as their time runs out, as when a
+  // storming NIC goes quiet: nothing else is sent.
+  json stop_storm(const json& j) {
+    const uint64_t id = j.contains("id") && j["id"].is_number_unsigned() ? j["id"].get<uint64_t>() : 0;
+    uint64_t frames = 0;
+    for (auto it = storms_.begin(); it != storms_.end();) {
+      if (id && it->first != id) {
+        ++it;
+        continue;
+      }
+      frames += it->second.sent;
+      it = storms_.erase(it);
+    }
+    return {{"ok", true}, {"frames", frames}};
+  }
+
+  // Each storm's frames that are due, on its own schedule (a late loop catches up, at most
+  // 64 frames at once: beyond that the schedule moves on rather than sending a burst).
+  void run_storms(uint64_t now) {
+    std::string why;
+    for (auto& [id, st] : storms_) {
+      const Port& p = ports_.at(st.spec.slot);
+      for (int n = 0; st.next_ns <= now && (st.spec.frames == 0 || st.sent < st.spec.frames); ++n) {
+        if (n == 64) {
+          st.next_ns = now + st.spec.interval_ns;
+          break;
+        }
+        auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
+        if (!scope || !emitter_->send(p.cfg->ifindex, RL_MARK_PFC_STORM, why,
+                                      RL_STORM_PRIORITY(st.spec.vector, st.spec.quanta)))
+          break;
+        ++st.sent;
+        ++fig_.storm_frames;
+        st.next_ns += st.spec.interval_ns;
       }
     }
   }
@@ -390,6 +443,12 @@ class Agent {
   std::vector<Node> nodes_;
   std::map<uint32_t, Port> ports_;
   std::map<uint64_t, Paused> paused_;
+  struct Storm {
+    fabric::StormSpec spec;
+    uint64_t next_ns = 0, sent = 0;
+  };
+  std::map<uint64_t, Storm> storms_;
+  uint64_t last_storm_ = 0;
   std::unique_ptr<bpf::FabricMaps> maps_;
   rl_config pfc_{};
   std::unique_ptr<bpf::PauseWatch> watch_;

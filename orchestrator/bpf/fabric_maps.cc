@@ -229,12 +229,13 @@ FrameEmitter::~FrameEmitter() {
   if (skel_) emit__destroy(skel_);
 }
 
-bool FrameEmitter::send(int ifindex, uint32_t mark, std::string& why) const {
+bool FrameEmitter::send(int ifindex, uint32_t mark, std::string& why, uint32_t priority) const {
   // Any 60-byte frame: the port's egress program rewrites the clone whole.
   unsigned char frame[RL_PFC_FRAME_LEN] = {0x01, 0x80, 0xc2, 0x00, 0x00, 0x01, 0x02, 0, 0, 0, 0, 0, 0x88, 0x08};
   __sk_buff ctx{};
   ctx.ifindex = uint32_t(ifindex);
   ctx.mark = mark;
+  ctx.priority = priority;
   LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame, .data_size_in = sizeof frame, .ctx_in = &ctx,
               .ctx_size_in = sizeof ctx, .repeat = 1);
   if (bpf_prog_test_run_opts(bpf_program__fd(skel_->progs.rl_emit), &o) != 0) {

@@ -91,7 +91,8 @@ class FrameEmitter {
   ~FrameEmitter();
   FrameEmitter(const FrameEmitter&) = delete;
   FrameEmitter& operator=(const FrameEmitter&) = delete;
-  bool send(int ifindex, uint32_t mark, std::string& why) const;
+  // `priority` is the clone's skb->priority (a storm's RL_STORM_PRIORITY; else unused).
+  bool send(int ifindex, uint32_t mark, std::string& why, uint32_t priority = 0) const;
 
  private:
   FrameEmitter() = default;

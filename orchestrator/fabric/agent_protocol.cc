@@ -77,6 +77,7 @@ ordered_json to_json(const AgentFigures& f) {
           {"pause_tail_packets", f.pause_tail_packets},
           {"leaked_packets", f.leaked_packets},
           {"leaked_bytes", f.leaked_bytes},
+          {"storm_frames", f.storm_frames},
           {"leaks", leaks},
           {"paused", paused}};
 }
@@ -103,6 +104,7 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
     f.pause_tail_packets = u("pause_tail_packets");
     f.leaked_packets = u("leaked_packets");
     f.leaked_bytes = u("leaked_bytes");
+    f.storm_frames = u("storm_frames");
     for (const auto& l : j.at("leaks"))
       f.leaks.push_back({l.at("node").get<std::string>(), l.at("port").get<std::string>(), l.at("prio").get<uint32_t>(),
                          l.at("packets").get<uint64_t>(), l.at("bytes").get<uint64_t>()});
@@ -121,12 +123,14 @@ std::string_view request_name(AgentRequest r) {
   switch (r) {
     case AgentRequest::kFigures: return "figures";
     case AgentRequest::kStop: return "stop";
+    case AgentRequest::kStorm: return "storm";
+    case AgentRequest::kStormStop: return "storm_stop";
   }
   return "?";
 }
 
 std::optional<AgentRequest> request_named(std::string_view name) {
-  for (AgentRequest r : {AgentRequest::kFigures, AgentRequest::kStop})
+  for (AgentRequest r : {AgentRequest::kFigures, AgentRequest::kStop, AgentRequest::kStorm, AgentRequest::kStormStop})
     if (request_name(r) == name) return r;
   return std::nullopt;
 }
@@ -135,7 +139,32 @@ std::string agent_socket_path(const std::string& instance) {
   return std::string(sys::kStateDir) + "/" + instance + ".agent.sock";
 }
 
+ordered_json to_json(const StormSpec& s) {
+  return {{"slot", s.slot}, {"vector", s.vector}, {"quanta", s.quanta}, {"interval_ns", s.interval_ns}, {"frames", s.frames}};
+}
+
+std::optional<StormSpec> storm_from_json(const json& j, std::string& why) {
+  try {
+    StormSpec s;
+    s.slot = j.at("slot").get<uint32_t>();
+    s.vector = j.at("vector").get<uint8_t>();
+    s.quanta = j.at("quanta").get<uint16_t>();
+    s.interval_ns = j.at("interval_ns").get<uint64_t>();
+    s.frames = j.at("frames").get<uint64_t>();
+    if (s.interval_ns == 0) throw std::out_of_range("a storm's interval must be above 0");
+    return s;
+  } catch (const std::exception& e) {
+    why = std::string("storm request: ") + e.what();
+    return std::nullopt;
+  }
+}
+
 std::optional<json> agent_call(const std::string& socket_path, AgentRequest r, std::string& why, int timeout_ms) {
+  return agent_call(socket_path, r, ordered_json::object(), why, timeout_ms);
+}
+
+std::optional<json> agent_call(const std::string& socket_path, AgentRequest r, ordered_json fields, std::string& why,
+                               int timeout_ms) {
   sys::Fd s(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
@@ -143,7 +172,8 @@ std::optional<json> agent_call(const std::string& socket_path, AgentRequest r, s
   std::memcpy(a.sun_path, socket_path.c_str(), socket_path.size() + 1);
   if (!s.valid() || connect(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
     return why = "no agent answers at " + socket_path + ": " + std::strerror(errno), std::nullopt;
-  const std::string line = ordered_json{{"request", request_name(r)}}.dump() + "\n";
+  fields["request"] = request_name(r);
+  const std::string line = fields.dump() + "\n";
   if (send(s.get(), line.data(), line.size(), MSG_NOSIGNAL) != ssize_t(line.size()))
     return why = std::string("write to the agent: ") + std::strerror(errno), std::nullopt;
   std::string reply;

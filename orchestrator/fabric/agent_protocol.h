@@ -62,6 +62,7 @@ struct AgentFigures {
   } reaction_ns;
   uint64_t reaction_budget_ns = 0, budget_raises = 0;
   uint64_t pause_tail_packets = 0, leaked_packets = 0, leaked_bytes = 0;
+  uint64_t storm_frames = 0;  // pause-storm frames sent, every storm
   std::vector<PortLeakFigures> leaks;
   std::vector<PortPauseFigures> paused;
 };
@@ -73,14 +74,30 @@ std::optional<AgentFigures> figures_from_json(const nlohmann::json& j, std::stri
 
 // Requests the agent takes; each gets one reply object: {"ok": true, ...} or {"ok": false,
 // "error": "..."}.
-enum class AgentRequest { kFigures, kStop };
+enum class AgentRequest { kFigures, kStop, kStorm, kStormStop };
 std::string_view request_name(AgentRequest r);
 std::optional<AgentRequest> request_named(std::string_view name);
+
+// A pause storm (FAULTS.md): a port sends XOFF frames naming `vector` with pause time
+// `quanta`, one every `interval_ns` (wall clock), `frames` of them (0: until stopped). The
+// agent sends them; "storm" answers {"id": N}, "storm_stop" {"id": N} answers {"frames": sent}.
+struct StormSpec {
+  uint32_t slot = 0;
+  uint8_t vector = 0;
+  uint16_t quanta = 0;
+  uint64_t interval_ns = 0;
+  uint64_t frames = 0;
+};
+nlohmann::ordered_json to_json(const StormSpec& s);
+std::optional<StormSpec> storm_from_json(const nlohmann::json& j, std::string& why);
 
 // The client side: one request on a fresh connection, its reply (nullopt with why: no
 // agent listening, or it failed to answer within `timeout_ms`).
 std::optional<nlohmann::json> agent_call(const std::string& socket_path, AgentRequest r, std::string& why,
                                          int timeout_ms = 2000);
+// The same with the request's own fields (`fields` is an object; "request" is set here).
+std::optional<nlohmann::json> agent_call(const std::string& socket_path, AgentRequest r, nlohmann::ordered_json fields,
+                                         std::string& why, int timeout_ms = 2000);
 std::optional<AgentFigures> agent_figures(const std::string& socket_path, std::string& why);
 
 // Where an instance's agent listens.

@@ -257,6 +257,33 @@ Result<Change> LocalTestbed::slow_receiver(const PortRef& p, double fraction) {
   });
 }
 
+Result<Change> LocalTestbed::pause_storm(const PortRef& p, uint8_t vector, uint16_t quanta, double frames_per_s,
+                                         uint64_t frames) {
+  if (agent_socket_.empty()) return error(Errc::kBadInput, "a pause storm is sent by the PFC agent, and this fabric runs none");
+  if (!(frames_per_s >= 0)) return error(Errc::kBadInput, "a pause storm's frame rate must be 0 (the default) or above");
+  if (frames_per_s == 0 && quanta == 0) return error(Errc::kBadInput, "a storm of pause time 0 needs its frame rate");
+  if (auto st = load_routing(); !st) return st.error();  // the scenario: its D
+  std::string why;
+  rl_port_info info{};
+  if (!maps_->port_info(p.slot, info, why)) return env(name(p) + ": " + why);
+  if (!info.quantum_ps) return env(name(p) + ": the port's rate is unknown");
+  // On the wall clock: a physical second is D of them; a pause time, quanta x quantum_ps
+  // at the emulated rate, is wall time already.
+  const double interval_ns = frames_per_s > 0 ? scenario_->scale.factor() * 1e9 / frames_per_s
+                                              : double(quanta) * double(info.quantum_ps) / 2000.0;
+  StormSpec spec{p.slot, vector, quanta, std::max<uint64_t>(1, uint64_t(std::llround(interval_ns))), frames};
+  auto reply = agent_call(agent_socket_, AgentRequest::kStorm, to_json(spec), why);
+  if (!reply) return env("pause storm on " + name(p) + ": " + why);
+  const uint64_t id = reply->value("id", uint64_t{0});
+  if (!id) return env("pause storm on " + name(p) + ": the agent gave it no id");
+  return Change("pause storm on " + name(p), [this, p, id]() -> Status {
+    std::string w;
+    if (!agent_call(agent_socket_, AgentRequest::kStormStop, {{"id", id}}, w))
+      return env("stop the pause storm on " + name(p) + ": " + w);
+    return ok();
+  });
+}
+
 Result<Change> LocalTestbed::mtu_mismatch(const PortRef& p, uint32_t mtu) {
   if (auto st = load_routing(); !st) return st.error();
   // The peer: the other end of the link `p` is on.
@@ -487,6 +514,11 @@ Result<std::vector<std::string>> LocalTestbed::clear_faults() {
         done.push_back("misconfiguration or slow receiver undone on " + name(ref));
       }
     }
+  if (!agent_socket_.empty()) {
+    auto r = agent_call(agent_socket_, AgentRequest::kStormStop, {{"id", 0}}, why);
+    if (!r) return env("stop the pause storms: " + why);
+    if (r->value("frames", uint64_t{0})) done.push_back("pause storms stopped");
+  }
   const auto down = links_down();
   down_.clear();
   for (size_t link : down) {

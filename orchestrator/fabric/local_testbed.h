@@ -45,6 +45,8 @@ class LocalTestbed final : public Testbed {
   Result<Change> misconfigure(const PortRef& p, Misconfig m, uint32_t dscp) override;
   Result<Change> slow_receiver(const PortRef& p, double fraction) override;
   Result<Change> mtu_mismatch(const PortRef& p, uint32_t mtu) override;
+  Result<Change> pause_storm(const PortRef& p, uint8_t vector, uint16_t quanta, double frames_per_s,
+                             uint64_t frames) override;
   uint64_t path_changes() const override { return path_changes_; }
   uint64_t link_downed(const PortRef& p) const override {
     auto it = downed_.find(p.slot);

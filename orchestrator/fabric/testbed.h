@@ -121,6 +121,13 @@ class Testbed {
   // The link's other end gets MTU `mtu` at `p`'s side: what `p`'s peer sends larger than that
   // is dropped as `p` would (drop reason mtu, counted at the peer's egress).
   virtual Result<Change> mtu_mismatch(const PortRef& p, uint32_t mtu) = 0;
+  // Port `p` sends a pause storm (FAULTS.md, as sonic-mgmt's pfc_gen.py): XOFF frames naming
+  // the priorities of `vector` with pause time `quanta`, `frames_per_s` of them each physical
+  // second (0: two per pause time at the port's rate, which holds its peer paused), `frames`
+  // in all (0: until the Change ends it). The PFC agent sends them; the Change stops the
+  // storm and nothing else: the pauses it caused run out as a quiet NIC's would.
+  virtual Result<Change> pause_storm(const PortRef& p, uint8_t vector, uint16_t quanta, double frames_per_s,
+                                     uint64_t frames) = 0;
   // Gives port `p` a misconfiguration (`dscp`: the DSCP kDscp writes); the Change puts back
   // the port's own setting.
   virtual Result<Change> misconfigure(const PortRef& p, Misconfig m, uint32_t dscp) = 0;

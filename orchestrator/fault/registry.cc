@@ -15,6 +15,7 @@ const Registry<Kind>& kinds() {
       dscp_remap_kind(),
       slow_receiver_kind(),
       mtu_mismatch_kind(),
+      pause_storm_kind(),
   });
   return k;
 }

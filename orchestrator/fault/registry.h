@@ -79,5 +79,6 @@ Kind ecn_off_kind();
 Kind dscp_remap_kind();
 Kind slow_receiver_kind();
 Kind mtu_mismatch_kind();
+Kind pause_storm_kind();
 
 }  // namespace rocelab::fault

@@ -105,6 +105,9 @@ nlohmann::ordered_json Timeline::to_json() const {
       if (f.fraction) p["fraction"] = *f.fraction;
       if (f.mtu) p["mtu"] = *f.mtu;
       if (f.priority) p["priority"] = *f.priority;
+      if (f.vector) p["vector"] = *f.vector;
+      if (f.quanta) p["quanta"] = *f.quanta;
+      if (f.frame_rate) p["frame_rate"] = *f.frame_rate;
       if (!f.train.empty()) {
         auto t = nlohmann::ordered_json::array();
         for (const auto& d : f.train) t.push_back(double(d.ns) / 1e9);

@@ -38,6 +38,7 @@ class Timeline {
   void finish(sys::Nanos now);
 
   const std::vector<Happened>& happened() const { return happened_; }
+  sys::Nanos started_at() const { return t0_; }  // the clock at start(): happened()'s time 0
   bool failed() const;
   // Physical seconds links were down, summed over links (link_down, link_flap; a node_crash
   // counts each of its node's links).

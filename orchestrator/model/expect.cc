@@ -36,6 +36,10 @@ std::vector<MetricInfo> fault_metrics() {
      "request packets responders received beyond the expected PSN (rxe's name)"},
     {"duplicate_request", MetricKind::kScalar, "count", {},
      "request packets responders received again, already applied (rxe's name)"},
+    {"flow_goodput_in_fault", MetricKind::kSeries, "bit/s", {"workload", "from", "to", "fault"},
+     "a flow's goodput while a fault was in force (fault: its index in the scenario's faults), from the bytes it "
+     "delivered in order then; times the flow was not running are left out"},
+    {"storm_frames", MetricKind::kScalar, "count", {}, "PFC frames pause_storm faults sent, every storm"},
   };
 }
 

@@ -602,7 +602,7 @@ class Loader {
     KeysSet k;
     for (const char* key : {"name", "type", "from", "to", "hosts", "message", "qps", "dscp", "ring", "iterations",
                             "start", "target", "at", "duration", "period", "probability", "priority", "count", "down",
-                            "train", "fraction", "mtu"})
+                            "train", "fraction", "mtu", "vector", "quanta", "frame_rate"})
       if (m.has(key)) k[key] = m.key_pos(key);
     return k;
   }
@@ -680,6 +680,11 @@ class Loader {
       if (auto fv = m->take("fraction")) f.fraction = r_.number(*fv, 0.001, 0.999);
       if (auto mv = m->take("mtu"))
         if (auto n = r_.integer(*mv, 576, 65535)) f.mtu = static_cast<int>(*n);
+      if (auto vv = m->take("vector"))
+        if (auto n = r_.integer(*vv, 1, 255)) f.vector = static_cast<int>(*n);
+      if (auto qv = m->take("quanta"))
+        if (auto n = r_.integer(*qv, 0, 65535)) f.quanta = static_cast<int>(*n);
+      if (auto rv = m->take("frame_rate")) f.frame_rate = r_.number(*rv, 0.001, 1e9);
       if (auto dv = m->take("down")) f.down = r_.duration(*dv, Duration{1}, kHour);
       if (auto tv = m->take("train"))
         if (auto items = r_.list(*tv)) {

@@ -243,6 +243,9 @@ struct Fault {
   std::optional<int> dscp;           // dscp_remap: the DSCP written (0-63)
   std::optional<double> fraction;    // slow_receiver: of line rate its RX side drains
   std::optional<int> mtu;            // mtu_mismatch: the MTU the target end is given
+  std::optional<int> vector;         // pause_storm: class-enable vector (1-255), instead of priority
+  std::optional<int> quanta;         // pause_storm: pause time of each frame (0-65535)
+  std::optional<double> frame_rate;  // pause_storm: frames per physical second
   Position pos;
 };
 

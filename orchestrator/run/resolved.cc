@@ -228,6 +228,9 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
     if (f.dscp) fj["dscp"] = *f.dscp;
     if (f.fraction) fj["fraction"] = *f.fraction;
     if (f.mtu) fj["mtu"] = *f.mtu;
+    if (f.vector) fj["vector"] = *f.vector;
+    if (f.quanta) fj["quanta"] = *f.quanta;
+    if (f.frame_rate) fj["frame_rate"] = *f.frame_rate;
     if (f.down) fj["down"] = format_duration(*f.down);
     if (!f.train.empty()) {
       ordered_json t = ordered_json::array();

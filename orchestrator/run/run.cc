@@ -299,6 +299,7 @@ Status traffic_phase(RunContext& c) {
   if (c.workloads) {
     c.analysis = analyse_workloads(*c.workloads, c.s.scale);
     add_workload_metrics(c.metrics, *c.workloads, *c.analysis, c.s.scale);
+    if (!c.s.faults.empty()) add_fault_goodput(c.metrics, *c.workloads, timeline.happened(), timeline.started_at(), c.s.scale);
     c.table = workloads_table(*c.workloads, *c.analysis, c.s.scale);
   }
   return st;

@@ -134,6 +134,43 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
   m["duplicate_request"] = MetricValue{MetricKind::kScalar, dup, {}};
 }
 
+void add_fault_goodput(model::MetricSet& m, const workload::WorkloadRun& r, const std::vector<fault::Happened>& happened,
+                       int64_t timeline_t0_ns, const model::TimeScale& scale) {
+  const double d = scale.factor();
+  // Each fault's stretches in force, in the flows' time (emulated s from the first
+  // workload's start); one still open at the end runs to infinity (clipped below).
+  const double offset = double(timeline_t0_ns - r.t0_ns) / 1e9;
+  std::map<size_t, std::vector<std::pair<double, double>>> windows;
+  std::map<size_t, double> open;
+  for (const auto& h : happened) {
+    const double t = offset + h.t_s * d;
+    if (h.begin && h.ok) open[h.fault] = t;
+    else if (!h.begin && open.count(h.fault)) {
+      windows[h.fault].push_back({open[h.fault], t});
+      open.erase(h.fault);
+    }
+  }
+  for (const auto& [i, t] : open) windows[i].push_back({t, INFINITY});
+  auto& s = m["flow_goodput_in_fault"];
+  s.kind = MetricKind::kSeries;
+  for (const auto& f : r.flows) {
+    if (f.rate_trace.size() < 2) continue;
+    const double from = std::max(f.start_s, f.rate_trace.front().t_s), to = f.rate_trace.back().t_s;
+    for (const auto& [i, ws] : windows) {
+      double bytes = 0, seconds = 0;
+      for (const auto& [a, b] : ws) {
+        const double lo = std::max(a, from), hi = std::min(b, to);
+        if (hi <= lo) continue;
+        bytes += workload::delivered_at(f, hi) - workload::delivered_at(f, lo);
+        seconds += hi - lo;
+      }
+      if (seconds > 0)
+        s.samples.push_back(Sample{{{"workload", f.workload}, {"from", f.from}, {"to", f.to}, {"fault", std::to_string(i)}},
+                                   bytes * 8 / seconds * d});
+    }
+  }
+}
+
 ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalysis& a, const model::TimeScale& scale) {
   const double d = scale.factor();
   ordered_json flows = ordered_json::array();

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "fault/timeline.h"
 #include "model/expect.h"
 #include "model/scenario.h"
 #include "workload/fairness.h"
@@ -25,6 +26,10 @@ WorkloadAnalysis analyse_workloads(const workload::WorkloadRun& r, const model::
 
 void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, const WorkloadAnalysis& a,
                           const model::TimeScale& scale);
+// flow_goodput_in_fault: each flow's goodput while each fault was in force (the fault's
+// pieces as they happened, clipped to the flow's life), from its delivered-bytes trace.
+void add_fault_goodput(model::MetricSet& m, const workload::WorkloadRun& r, const std::vector<fault::Happened>& happened,
+                       int64_t timeline_t0_ns, const model::TimeScale& scale);
 nlohmann::ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalysis& a,
                                       const model::TimeScale& scale);
 std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalysis& a, const model::TimeScale& scale);

@@ -61,6 +61,7 @@ Sink agent_sink() {
             c.metrics["port_pause_time"] = per;
             scalar("pfc_leaks", double(a.leaked_packets));
             scalar("pfc_pause_tail", double(a.pause_tail_packets));
+            if (!c.scenario.faults.empty()) scalar("storm_frames", double(a.storm_frames));
             if (a.reaction_ns.count > 0) {
               scalar("pfc_reaction_p50", double(a.reaction_ns.p50) / 1e9);
               scalar("pfc_reaction_p99", double(a.reaction_ns.p99) / 1e9);

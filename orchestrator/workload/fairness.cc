@@ -6,9 +6,7 @@
 #include <map>
 
 namespace rocelab::workload {
-namespace {
 
-// Delivered bytes at time t, linear between trace samples; before the trace 0, after it the last.
 double delivered_at(const FlowResult& f, double t) {
   const auto& tr = f.rate_trace;
   if (tr.empty() || t < tr.front().t_s) return 0;
@@ -20,8 +18,6 @@ double delivered_at(const FlowResult& f, double t) {
   const double span = b.t_s - a.t_s;
   return span > 0 ? double(a.delivered) + double(b.delivered - a.delivered) * (t - a.t_s) / span : double(b.delivered);
 }
-
-}  // namespace
 
 std::vector<FairnessGroup> fairness(const WorkloadRun& r, double window_s, double tolerance) {
   std::vector<FairnessGroup> out;

@@ -32,6 +32,10 @@ struct FairnessGroup {
 
 // One group per receiver with two or more streaming flows that overlap for at least two
 // windows of `window_s`.
+// A flow's in-order delivered bytes at `t` (emulated s from the first workload's start),
+// linear between its trace samples; 0 before the trace, the last sample's after it.
+double delivered_at(const FlowResult& f, double t);
+
 std::vector<FairnessGroup> fairness(const WorkloadRun& r, double window_s, double tolerance = kFairTolerance);
 
 // A streaming workload's busiest receiver while every one of its senders still sends (from

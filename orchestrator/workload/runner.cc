@@ -556,6 +556,7 @@ Result<WorkloadRun> Session::run() {
                                          " s (four times what the bytes need at the slowest line rate, plus 30 s)");
   WorkloadRun out;
   out.seconds = double(t_end - t0_) / 1e9;
+  out.t0_ns = t0_;
   if (cpu0 && cpu1 && t_end > t0_) {
     out.engine_cpu_busy = double(cpu1->on_cpu_ns - cpu0->on_cpu_ns) / double(t_end - t0_);
     out.engine_cpu_waiting = double(cpu1->waiting_ns - cpu0->waiting_ns) / double(t_end - t0_);

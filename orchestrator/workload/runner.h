@@ -67,6 +67,7 @@ struct WorkloadRun {
   std::vector<FlowResult> flows;
   std::vector<WorkloadResult> workloads;
   double seconds = 0;
+  int64_t t0_ns = 0;  // the Testbed clock at the first workload's start (the flows' time 0)
   uint64_t bad_icrc = 0, cnp_sent = 0, cnp_received = 0, ce_marked = 0, retransmitted = 0;
   uint64_t rx_overflow = 0;       // datagrams lost in the hosts' full receive sockets
   uint64_t send_errors = 0;       // packets the kernel refused to send

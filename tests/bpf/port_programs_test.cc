@@ -127,13 +127,14 @@ struct Result {
 };
 
 Result run(int prog_fd, std::vector<uint8_t> frame, int ifindex, uint32_t repeat = 1, uint32_t mark = 0,
-           int ingress_ifindex = 0) {
+           int ingress_ifindex = 0, uint32_t priority = 0) {
   Result r;
   r.out.resize(frame.size() + 64);
   __sk_buff ctx{};
   ctx.ifindex = static_cast<uint32_t>(ifindex);
   ctx.mark = mark;
   ctx.ingress_ifindex = static_cast<uint32_t>(ingress_ifindex);
+  ctx.priority = priority;
   __sk_buff ctx_out{};
   LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = frame.data(), .data_out = r.out.data(),
               .data_size_in = static_cast<uint32_t>(frame.size()), .data_size_out = static_cast<uint32_t>(r.out.size()),
@@ -535,6 +536,37 @@ TEST_F(PortPrograms, PfcFrameBytesAreExactlyTheStandardFrame) {
   EXPECT_EQ(p6.out[17], 0x40);
   EXPECT_EQ(p6.out[30], 0xff);
   EXPECT_EQ(p6.out[31], 0xff);
+  drain_events();
+}
+
+// A pause storm's frame (pfc_gen.py's -p vector -t quanta): every priority the vector names
+// gets the storm's pause time, each counted as one XOFF sent; an all-zero vector names none.
+TEST_F(PortPrograms, AStormFrameCarriesItsVectorAndQuantaForEachPriority) {
+  set_config(pfc_config(100000, 90000));
+  set_port_info(kPortA, {0x02, 0xc1, 0x00, 0x07, 0x00, 0x02}, 5120000);
+  rl_counters b3 = at(kPortA, 3), b4 = at(kPortA, 4), b0 = at(kPortA, 0);
+  Result r = run(egress(), udp_frame(26, 2), kPortA, 1, RL_MARK_PFC_STORM, 0, RL_STORM_PRIORITY(0x18, 0x1234));
+  EXPECT_EQ(r.retval, 0);
+  ASSERT_EQ(r.out.size(), 60u);
+  EXPECT_EQ(r.out[12], 0x88);
+  EXPECT_EQ(r.out[13], 0x08);
+  EXPECT_EQ(r.out[15], 0x01) << "opcode 0x0101";
+  EXPECT_EQ(r.out[16], 0x00);
+  EXPECT_EQ(r.out[17], 0x18) << "class-enable vector: priorities 3 and 4";
+  for (int p = 0; p < 8; ++p) {
+    const bool named = p == 3 || p == 4;
+    EXPECT_EQ(r.out[18 + 2 * p], named ? 0x12 : 0) << "priority " << p;
+    EXPECT_EQ(r.out[19 + 2 * p], named ? 0x34 : 0) << "priority " << p;
+  }
+  EXPECT_EQ(r.priority, static_cast<uint32_t>(RL_DIRECT_CLASSID));
+  EXPECT_EQ(at(kPortA, 3).pfc_tx - b3.pfc_tx, 1u);
+  EXPECT_EQ(at(kPortA, 4).pfc_tx - b4.pfc_tx, 1u);
+  EXPECT_EQ(at(kPortA, 4).pfc_xon_tx - b4.pfc_xon_tx, 0u) << "XOFF, not XON";
+  EXPECT_EQ(at(kPortA, 0).pfc_tx - b0.pfc_tx, 0u) << "priority 0 not named";
+  Result none = run(egress(), udp_frame(26, 2), kPortA, 1, RL_MARK_PFC_STORM, 0, RL_STORM_PRIORITY(0, 0xffff));
+  ASSERT_EQ(none.out.size(), 60u);
+  EXPECT_EQ(none.out[17], 0x00);
+  EXPECT_EQ(at(kPortA, 3).pfc_tx - b3.pfc_tx, 1u) << "a frame naming no priority counts for none";
   drain_events();
 }
 

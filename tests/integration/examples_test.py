@@ -51,6 +51,7 @@ PLAN = [
     "sudo rocelab inject link_down leaf1:spine1",
     "sudo rocelab inject link_flap leaf1:spine2 period=2ms count=3",
     "sudo rocelab inject loss leaf1:host1 probability=0.01",
+    "sudo rocelab inject pause_storm host2:nic0 priority=3",
     "sudo rocelab inject --clear",
     ("cleanup", "rocelab down quickstart"),
     "sudo rocelab up scenarios/incast-lossless.yaml && sudo rocelab stats --instance incast-lossless",

@@ -106,6 +106,18 @@ class FakeTestbed final : public fabric::Testbed {
       return ok();
     });
   }
+  std::map<uint32_t, int> storms;  // slot -> storms in force
+  Result<fabric::Change> pause_storm(const fabric::PortRef& p, uint8_t vector, uint16_t quanta, double fps,
+                                     uint64_t frames) override {
+    ++storms[p.slot];
+    log.push_back("storm " + name(p) + " vector " + std::to_string(vector) + " quanta " + std::to_string(quanta) +
+                  " rate " + std::to_string(int(fps)) + " frames " + std::to_string(frames));
+    return fabric::Change("storm", [this, p] {
+      --storms[p.slot];
+      log.push_back("storm over " + name(p));
+      return ok();
+    });
+  }
   std::map<uint32_t, double> slow;  // slot -> drain fraction in force
   Result<fabric::Change> slow_receiver(const fabric::PortRef& p, double fraction) override {
     const double before = slow[p.slot];

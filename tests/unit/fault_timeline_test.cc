@@ -168,8 +168,53 @@ TEST(FaultKinds, TheRegistryNamesWhatIsBuilt) {
   EXPECT_NE(fault::kinds().find("loss"), nullptr);
   EXPECT_NE(fault::kinds().find("corruption"), nullptr);
   EXPECT_NE(fault::kinds().find("node_crash"), nullptr);
-  EXPECT_EQ(fault::kinds().find("pause_storm"), nullptr);
-  EXPECT_EQ(fault::kinds().list(), "loss, corruption, link_down, link_flap, node_crash, pfc_off, ecn_off, dscp_remap, slow_receiver, mtu_mismatch");
+  EXPECT_NE(fault::kinds().find("pause_storm"), nullptr);
+  EXPECT_EQ(fault::kinds().find("pfcwd"), nullptr);
+  EXPECT_EQ(fault::kinds().list(), "loss, corruption, link_down, link_flap, node_crash, pfc_off, ecn_off, dscp_remap, slow_receiver, mtu_mismatch, pause_storm");
+}
+
+TEST(FaultKinds, APauseStormNamesItsPrioritiesAndEndsItself) {
+  // priority 3 -> vector 0x08; default quanta 65535; count frames at frame_rate: in force
+  // for count / frame_rate (100 frames at 10,000/s: 10 ms physical, 10 s at D = 1000).
+  auto s = testing::must_load(std::string(kFabric) +
+                              "faults:\n"
+                              "  - {type: pause_storm, target: 'host2:nic0', at: 1ms, priority: 3, frame_rate: 10000, count: 100}\n"
+                              "  - {type: pause_storm, target: 'leaf1:spine1', at: 2ms, duration: 1ms, vector: 24, quanta: 100}\n");
+  testing::FakeTestbed t(s);
+  fault::Timeline tl(s, t);
+  tl.start(0);
+  tl.apply_due(ms(1000));
+  ASSERT_FALSE(t.log.empty());
+  EXPECT_EQ(t.log.back(), "storm host2:nic0 vector 8 quanta 65535 rate 10000 frames 100");
+  tl.apply_due(ms(2000));
+  EXPECT_EQ(t.log.back(), "storm leaf1:spine1 vector 24 quanta 100 rate 0 frames 0");
+  tl.apply_due(ms(3000));
+  EXPECT_EQ(t.log.back(), "storm over leaf1:spine1");
+  EXPECT_EQ(tl.next_due(), ms(11000));
+  tl.apply_due(ms(11000));
+  EXPECT_EQ(t.log.back(), "storm over host2:nic0");
+  EXPECT_FALSE(tl.pending());
+  for (const auto& [slot, n] : t.storms) EXPECT_EQ(n, 0) << slot;
+}
+
+TEST(FaultKinds, BadPauseStormsAreRefusedWithTheReason) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"{type: pause_storm, target: 'host1:nic0', at: 0s, priority: 3, vector: 8}", "priority or vector, not both"},
+      {"{type: pause_storm, target: 'host1:nic0', at: 0s, quanta: 0}", "needs frame_rate"},
+      {"{type: pause_storm, target: host1, at: 0s}", "is a port"},
+      {"{type: pause_storm, target: 'host1:nic0', at: 0s, vector: 256}", "vector"},
+      {"{type: pause_storm, target: 'host1:nic0', at: 0s, quanta: 70000}", "quanta"},
+      {"{type: pause_storm, target: 'host1:nic0', at: 0s, fraction: 0.5}", "fraction"},
+  };
+  for (const auto& [bad, why] : cases) {
+    auto e = testing::errors_of(std::string(kFabric) + "faults:\n  - " + bad + "\n");
+    ASSERT_FALSE(e.empty()) << bad;
+    EXPECT_NE(e[0].find(why), std::string::npos) << bad << ": " << e[0];
+  }
+  // A fabric without PFC priorities: a storm must name one.
+  auto e = testing::errors_of(std::string(kFabric) + "qos: {profile: lossy}\nfaults:\n  - {type: pause_storm, target: 'host1:nic0', at: 0s}\n");
+  ASSERT_FALSE(e.empty());
+  EXPECT_NE(e[0].find("names no priority"), std::string::npos) << e[0];
 }
 
 }  // namespace

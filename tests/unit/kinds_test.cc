@@ -129,7 +129,7 @@ TEST(Kinds, AWorkloadBetweenPartsNoLinkJoinsHasNoPath) {
 TEST(Kinds, AFaultTypeNotBuiltSaysWhichAre) {
   auto e = errors(std::string(kLeafSpine) + "faults:\n  - {type: los, target: 'leaf1:spine1', at: 0s, probability: 0.1}\n");
   ASSERT_EQ(e.size(), 1u);
-  EXPECT_NE(e[0].find("fault type 'los' is not built in this rocelab (did you mean 'loss'?) (built: loss, corruption, link_down, link_flap, node_crash, pfc_off, ecn_off, dscp_remap, slow_receiver, mtu_mismatch)"),
+  EXPECT_NE(e[0].find("fault type 'los' is not built in this rocelab (did you mean 'loss'?) (built: loss, corruption, link_down, link_flap, node_crash, pfc_off, ecn_off, dscp_remap, slow_receiver, mtu_mismatch, pause_storm)"),
             std::string::npos)
       << e[0];
 }
