@@ -542,6 +542,9 @@ int rl_egress(struct __sk_buff *skb)
 	}
 	if (self)
 		self->root_qdisc = (__u64)BPF_CORE_READ((struct sk_buff *)bpf_cast_to_kern_ctx(skb), dev, qdisc);
+	/* The PFC watchdog stormed this queue (action drop): nothing joins it. */
+	if (cnt && cnt->wd_drop)
+		return drop_at(cnt, depth, RL_DROP_PFCWD);
 	/* A loss fault: the packet is lost on the link, before it takes any buffer. */
 	if (self && self->loss && fault_lost(self))
 		return drop_at(cnt, depth, RL_DROP_FAULT);

@@ -100,6 +100,12 @@ int rl_ingress(struct __sk_buff *skb)
 	if (cnt) {
 		__sync_fetch_and_add(&cnt->rx_packets, 1);
 		__sync_fetch_and_add(&cnt->rx_bytes, skb->len);
+		/* The PFC watchdog stormed this port's queue of the priority (action drop): what the
+		 * storming peer sends on it is dropped too, as SONiC's drop handler does. */
+		if (cnt->wd_drop) {
+			__sync_fetch_and_add(&cnt->drops[RL_DROP_PFCWD_RX], 1);
+			return TC_ACT_SHOT;
+		}
 	}
 	if ((cfg->pfc_mask >> prio) & 1) {
 		__u32 slot = slot_of(skb->ifindex);

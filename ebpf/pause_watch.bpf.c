@@ -36,7 +36,10 @@ static __always_inline void check(__u32 slot, struct sk_buff *skb, __u64 now)
 	__u32 key = slot * RL_NUM_PRIO + (minor - RL_CLASS_BASE);
 	struct rl_pause_state *st = bpf_map_lookup_elem(&pause_state, &key);
 
-	if (!st || !st->since_ns || now < st->since_ns)
+	if (!st)
+		return;
+	__sync_fetch_and_add(&st->dequeued, 1);
+	if (!st->since_ns || now < st->since_ns)
 		return;
 	__s64 len = BPF_CORE_READ(skb, len);
 

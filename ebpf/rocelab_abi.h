@@ -42,14 +42,16 @@ struct rl_probe_stats {
 	X(HEADROOM, headroom, "lossless: beyond what the queue may hold (XOFF + headroom)")      \
 	X(BUFFER, buffer, "lossy: over the shared buffer's dynamic threshold, alpha x free pool") \
 	X(FAULT, fault_loss, "a loss fault on the port (seeded): a packet lost on the link")   \
-	X(MTU, mtu, "larger than the MTU of the link's other end (an mtu_mismatch fault)")
+	X(MTU, mtu, "larger than the MTU of the link's other end (an mtu_mismatch fault)")          \
+	X(PFCWD, pfcwd, "leaving a queue the PFC watchdog found stormed (action drop): TX drop")   \
+	X(PFCWD_RX, pfcwd_rx, "arriving on a port whose queue of its priority is stormed (drop): RX drop")
 
 enum rl_drop_reason {
 #define RL_DROP_ENUM(e, n, d) RL_DROP_##e,
 	RL_DROP_REASONS(RL_DROP_ENUM)
 #undef RL_DROP_ENUM
 	RL_DROP__USED, /* reasons defined so far */
-	RL_DROP__MAX = 6, /* room in rl_counters (its layout is fixed) */
+	RL_DROP__MAX = 8, /* room in rl_counters (its layout is fixed) */
 };
 
 #ifdef __cplusplus
@@ -89,6 +91,10 @@ struct rl_counters {
 	__u64 pg_runs_full; /* packets of this queue its PG runs had no room for (attribution may
 	                     * then go to the port before): must stay 0 */
 	__u64 corrupted; /* RoCEv2 packets a corruption fault flipped a bit of as they left */
+	/* The PFC watchdog (FAULTS.md), written by the agent through the mapping: nonzero while
+	 * this queue is stormed with action drop. Egress then drops what would join the queue
+	 * (reason pfcwd), ingress what arrives on the port with this priority (pfcwd_rx). */
+	__u64 wd_drop;
 };
 
 /* The ECN curve of one priority: probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin)
@@ -267,6 +273,8 @@ struct rl_pause_state {
 	__u64 tail_packets;   /* sent within the allowance */
 	__u64 leaked_packets; /* sent beyond it */
 	__u64 leaked_bytes;
+	__u64 dequeued;       /* every data packet of this queue the port sent, paused or not:
+	                       * the PFC watchdog's TX OK (did the queue send anything this poll) */
 };
 
 /* bpf test tier only: BPF_PROG_TEST_RUN runs on loopback (no HTB), so the queue depth the
@@ -278,14 +286,14 @@ struct rl_depth_override {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct rl_counters) == 22 * 8, "rl_counters layout");
+static_assert(sizeof(struct rl_counters) == 25 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
 static_assert(sizeof(struct rl_port_info) == 104, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
-static_assert(sizeof(struct rl_pause_state) == 40, "rl_pause_state layout");
+static_assert(sizeof(struct rl_pause_state) == 48, "rl_pause_state layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
 static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");
 #else

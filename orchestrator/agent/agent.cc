@@ -18,6 +18,7 @@
 #include "bpf/pause_watch.h"
 #include "fabric/agent_protocol.h"
 #include "model/percentile.h"
+#include "model/pfcwd.h"
 #include "netlink/batch.h"
 #include "netlink/route_socket.h"
 #include "rocelab_abi.h"
@@ -122,6 +123,7 @@ class Agent {
     if (!events_) return false;
     emitter_ = bpf::FrameEmitter::load(why);
     if (!emitter_) return false;
+    if (!watch_watchdog(why)) return false;
     return listen_on(cfg_.socket_path, why);
   }
 
@@ -135,6 +137,7 @@ class Agent {
       const uint64_t now = now_ns();
       expire(now);
       run_storms(now);
+      if (!wd_.empty()) poll_watchdog(now);
       // The paused ports' check at most every 200 us: it probes the node's queues that hold
       // anything, and received PFC (a pause to put in force) must not wait behind it.
       if (now - last_sync > 200'000) {
@@ -250,6 +253,105 @@ class Agent {
     }
   }
 
+  // The PFC watchdog (model/pfcwd.h) on every switch port x PFC priority.
+  struct WdCounts {
+    uint64_t tx_ok = 0, tx_drop = 0, rx_ok = 0, rx_drop = 0;
+  };
+  struct Watched {
+    model::WdQueue q;
+    bool ignoring = false;  // stormed with drop or forward: received PFC is not honoured
+    uint64_t detected = 0, restored = 0;
+    WdCounts at_storm, total, last;
+  };
+
+  bool watch_watchdog(std::string& why) {
+    const auto& w = cfg_.watchdog;
+    if (!w.enabled) return true;
+    auto action = model::wd_action_named(w.action);
+    if (!action) return why = "unknown watchdog action '" + w.action + "'", false;
+    wd_action_ = *action;
+    const model::WdTiming t{w.detection_ns, w.restoration_ns, w.poll_ns};
+    for (const auto& [slot, p] : ports_) {
+      if (p.info.flags & RL_PORT_HOST) continue;  // SONiC's watchdog is the switch's
+      for (uint32_t q = 0; q < RL_NUM_PRIO; ++q)
+        if (p.pausable(q)) wd_.emplace(key(slot, q), Watched{model::WdQueue(t, *action), false, 0, 0, {}, {}, {}});
+    }
+    const uint64_t t0 = now_ns();
+    for (size_t n = 0; n < nodes_.size(); ++n) wd_next_.push_back(t0 + uint64_t(cfg_.nodes[n].wd_phase_ns));
+    return true;
+  }
+
+  // The queue's counts as SONiC's PFC_WD stats read them: what it sent and dropped, what
+  // its port received on its priority and dropped.
+  WdCounts wd_counts(uint32_t slot, uint32_t prio) const {
+    const rl_counters c = maps_->counters().read(slot, prio);
+    const uint64_t rx_drop = c.drops[RL_DROP_PFCWD_RX];
+    return {watch_->read(slot, prio).dequeued, c.drops[RL_DROP_PFCWD], c.rx_packets - std::min<uint64_t>(c.rx_packets, rx_drop),
+            rx_drop};
+  }
+
+  static WdCounts minus(const WdCounts& a, const WdCounts& b) {
+    return {a.tx_ok - b.tx_ok, a.tx_drop - b.tx_drop, a.rx_ok - b.rx_ok, a.rx_drop - b.rx_drop};
+  }
+
+  // Each node whose poll is due polls its queues, then waits a poll interval.
+  void poll_watchdog(uint64_t now) {
+    std::vector<bool> due(nodes_.size(), false);
+    bool any = false;
+    for (size_t n = 0; n < nodes_.size(); ++n)
+      if (now >= wd_next_[n]) {
+        due[n] = any = true;
+        wd_next_[n] = std::max(wd_next_[n] + uint64_t(cfg_.watchdog.poll_ns), now + 1);
+      }
+    if (!any) return;
+    std::string why;
+    for (auto& [k, w] : wd_) {
+      const uint32_t slot = uint32_t(k >> 3), prio = uint32_t(k & 7);
+      Port& p = ports_.at(slot);
+      if (!due[p.cfg->node]) continue;
+      model::WdSample s;
+      s.t = int64_t(now);
+      s.tx_packets = watch_->read(slot, prio).dequeued;
+      s.pfc_rx = maps_->counters().read(slot, prio).pfc_rx;
+      if (auto it = paused_.find(k); it != paused_.end())
+        s.paused = int64_t(it->second.total_ns + (it->second.on && now > it->second.since_ns ? now - it->second.since_ns : 0));
+      // A queue its last packet (or probe) left empty holds nothing: not probed.
+      if (maps_->counters().read(slot, prio).depth_after) {
+        auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
+        auto d = scope ? bpf::probe_depth(maps_->egress_program(), p.cfg->ifindex, prio, why) : std::nullopt;
+        s.holds_packets = d && *d > 0;
+      }
+      const auto ev = w.q.poll(s);
+      if (ev == model::WdQueue::Event::kDetected) storm_detected(p, prio, w, now);
+      else if (ev == model::WdQueue::Event::kRestored) storm_restored(p, prio, w, now);
+    }
+  }
+
+  void storm_detected(Port& p, uint32_t prio, Watched& w, uint64_t now) {
+    ++w.detected;
+    w.at_storm = wd_counts(p.cfg->slot, prio);
+    wd_events_.push_back({now, nodes_[p.cfg->node].name, p.cfg->name, prio, true});
+    if (wd_action_ == model::WdAction::kAlert) return;
+    if (wd_action_ == model::WdAction::kDrop) maps_->set_wd_drop(p.cfg->slot, prio, true);
+    w.ignoring = true;
+    Paused& st = paused_[key(p.cfg->slot, prio)];
+    if (st.on && set_pause(p, prio, false)) {  // released: the queue sends (forward) or drains into the drop
+      st.on = false;
+      st.total_ns += now_ns() - st.since_ns;
+      maps_->set_pause_clock(p.cfg->slot, prio, 0, st.total_ns);
+    }
+  }
+
+  void storm_restored(Port& p, uint32_t prio, Watched& w, uint64_t now) {
+    ++w.restored;
+    w.last = minus(wd_counts(p.cfg->slot, prio), w.at_storm);
+    w.total = {w.total.tx_ok + w.last.tx_ok, w.total.tx_drop + w.last.tx_drop, w.total.rx_ok + w.last.rx_ok,
+               w.total.rx_drop + w.last.rx_drop};
+    wd_events_.push_back({now, nodes_[p.cfg->node].name, p.cfg->name, prio, false});
+    if (wd_action_ == model::WdAction::kDrop) maps_->set_wd_drop(p.cfg->slot, prio, false);
+    w.ignoring = false;
+  }
+
   bool set_pause(Port& p, uint32_t prio, bool on) {
     Node& n = nodes_[p.cfg->node];
     // Unmarked before a resume, so the drain is not taken for a leak; marked once the
@@ -284,6 +386,10 @@ class Agent {
     auto it = ports_.find(e.slot);
     if (it == ports_.end() || !it->second.pausable(e.prio)) {
       ++fig_.ignored;  // a priority this port does not pause (not a PFC priority here)
+      return;
+    }
+    if (auto w = wd_.find(key(e.slot, e.prio)); w != wd_.end() && w->second.ignoring) {
+      ++fig_.wd_ignored;  // the watchdog stormed this queue (drop, forward): PFC on it is ignored
       return;
     }
     Port& p = it->second;
@@ -406,6 +512,21 @@ class Agent {
         if (st.leaked_packets)
           f.leaks.push_back({nodes_[p.cfg->node].name, p.cfg->name, q, st.leaked_packets, st.leaked_bytes});
       }
+    for (const auto& [k, w] : wd_) {
+      const Port& p = ports_.at(uint32_t(k >> 3));
+      fabric::WatchdogQueueFigures q{nodes_[p.cfg->node].name, p.cfg->name, uint32_t(k & 7), w.q.stormed(), w.detected,
+                                     w.restored};
+      WdCounts total = w.total, last = w.last;
+      if (w.q.stormed()) {  // the storm in force, up to now
+        last = minus(wd_counts(p.cfg->slot, uint32_t(k & 7)), w.at_storm);
+        total = {total.tx_ok + last.tx_ok, total.tx_drop + last.tx_drop, total.rx_ok + last.rx_ok,
+                 total.rx_drop + last.rx_drop};
+      }
+      q.tx_ok = total.tx_ok, q.tx_drop = total.tx_drop, q.rx_ok = total.rx_ok, q.rx_drop = total.rx_drop;
+      q.last_tx_ok = last.tx_ok, q.last_tx_drop = last.tx_drop, q.last_rx_ok = last.rx_ok, q.last_rx_drop = last.rx_drop;
+      f.watchdog.push_back(std::move(q));
+    }
+    f.wd_events = wd_events_;
     // Per port and priority: its pauses and their time, a pause still in force included.
     const uint64_t now = now_ns();
     for (const auto& [k, st] : paused_) {
@@ -448,6 +569,10 @@ class Agent {
     uint64_t next_ns = 0, sent = 0;
   };
   std::map<uint64_t, Storm> storms_;
+  std::map<uint64_t, Watched> wd_;
+  model::WdAction wd_action_ = model::WdAction::kDrop;
+  std::vector<uint64_t> wd_next_;  // per node: its next watchdog poll
+  std::vector<fabric::WatchdogEvent> wd_events_;
   uint64_t last_storm_ = 0;
   std::unique_ptr<bpf::FabricMaps> maps_;
   rl_config pfc_{};

@@ -47,6 +47,7 @@ class FabricMaps {
   bool set_pause_clock(uint32_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns) const {
     return counters_->set_pause_clock(slot, prio, since_ns, total_ns);
   }
+  bool set_wd_drop(uint32_t slot, uint32_t prio, bool drop) const { return counters_->set_wd_drop(slot, prio, drop); }
   // The bytes a switch holds from ingress port `slot` on priority `prio` (its PG).
   int64_t pg_bytes(uint32_t key) const;
   int egress_program() const { return egress_.get(); }  // for probe_depth

@@ -62,6 +62,7 @@ rl_pause_state PauseWatch::read(size_t slot, uint32_t prio) const {
     st.tail_packets = __atomic_load_n(&e->tail_packets, __ATOMIC_RELAXED);
     st.leaked_packets = __atomic_load_n(&e->leaked_packets, __ATOMIC_RELAXED);
     st.leaked_bytes = __atomic_load_n(&e->leaked_bytes, __ATOMIC_RELAXED);
+    st.dequeued = __atomic_load_n(&e->dequeued, __ATOMIC_RELAXED);
   }
   return st;
 }

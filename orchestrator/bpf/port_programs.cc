@@ -36,6 +36,13 @@ bool Counters::set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, ui
   return true;
 }
 
+bool Counters::set_wd_drop(size_t slot, uint32_t prio, bool drop) {
+  const size_t i = slot * RL_NUM_PRIO + prio;
+  if (!base_ || !writable_ || i >= entries_) return false;
+  __atomic_store_n(&(static_cast<rl_counters*>(base_) + i)->wd_drop, uint64_t(drop), __ATOMIC_RELEASE);
+  return true;
+}
+
 uint64_t Counters::paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const {
   const size_t i = slot * RL_NUM_PRIO + prio;
   if (!base_ || i >= entries_) return 0;

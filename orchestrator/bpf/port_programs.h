@@ -32,6 +32,8 @@ class Counters {
   rl_counters read(size_t slot, uint32_t prio) const;
   // The pause clock (rl_counters.paused_*): `write` maps the array writable for the agent.
   bool set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns);
+  // The PFC watchdog's drop action on a queue (rl_counters.wd_drop), likewise.
+  bool set_wd_drop(size_t slot, uint32_t prio, bool drop);
   // Time `slot`/`prio` spent paused up to `now_ns` (a pause in force included).
   uint64_t paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const;
 

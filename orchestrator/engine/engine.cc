@@ -95,6 +95,7 @@ struct Engine::Endpoint {
   NotificationPoint np;
   std::unordered_map<uint32_t, size_t> qps;  // local QPN -> index into qps_
   std::vector<size_t> served;                // its QPs (indices into qps_) in the order they were made
+  uint64_t rr = 0;                           // turns: which of them goes first
   Nanos next_at = 0;  // the NIC's own pacer: its QPs together never exceed line rate
   // The NIC's pacing, measured as a whole (QPs sharing it trade turns; only their sum says
   // whether the engine kept up): what its QPs with data ready were allowed, at their rates up
@@ -444,8 +445,9 @@ void Engine::turn() {
   // Hosts are served in a new random order every turn. A fixed order put one host's packets
   // last into a shared switch queue whenever both were due, so that host met the fuller queue,
   // drew more ECN marks and CNPs and settled below its fair share (dcqcn-fairness: 21 CNPs
-  // against 16). Within a host its QPs keep their order: that is the NIC's own arbitration,
-  // which the pacing error measurement (transmit) takes as fixed.
+  // against 16). Within a host its QPs take turns going first, as an RNIC's send scheduler
+  // arbitrates its QPs round robin: a fixed order let the first QP with data take the whole
+  // line and starve the host's other QPs of its priority until it was done.
   ++turns_;
   for (size_t i = ep_order_.size(); i > 1; --i)
     std::swap(ep_order_[i - 1], ep_order_[splitmix(turns_ * 0x10000 + i) % i]);
@@ -460,8 +462,9 @@ void Engine::turn() {
     ep.sent_this_turn = 0;
     double ready = 0;
     bool refused = false;
-    for (size_t id : ep.served) {
-      Qp& q = *qps_[id];
+    const size_t n = ep.served.size(), first = n ? size_t(ep.rr++ % n) : 0;
+    for (size_t i = 0; i < n; ++i) {
+      Qp& q = *qps_[ep.served[(first + i) % n]];
       if (q.lost) continue;
       q.rc.on_timer(rc_time(q, now));
       q.rp.advance(now);

@@ -17,12 +17,15 @@ using nlohmann::ordered_json;
 
 ordered_json to_json(const AgentConfig& c) {
   ordered_json nodes = ordered_json::array(), ports = ordered_json::array();
-  for (const auto& n : c.nodes) nodes.push_back({{"node", n.node}, {"netns", n.netns}});
+  for (const auto& n : c.nodes) nodes.push_back({{"node", n.node}, {"netns", n.netns}, {"wd_phase_ns", n.wd_phase_ns}});
   for (const auto& p : c.ports)
     ports.push_back({{"node", p.node}, {"slot", p.slot}, {"ifindex", p.ifindex}, {"name", p.name},
                      {"rate_bps", p.rate_bps}, {"mtu", p.mtu}, {"pausable", p.pausable}, {"limit", p.limit}});
+  const auto& w = c.watchdog;
   return {{"instance", c.instance}, {"state_path", c.state_path}, {"socket_path", c.socket_path},
-          {"nodes", nodes}, {"ports", ports}};
+          {"nodes", nodes}, {"ports", ports},
+          {"watchdog", {{"enabled", w.enabled}, {"detection_ns", w.detection_ns}, {"restoration_ns", w.restoration_ns},
+                        {"poll_ns", w.poll_ns}, {"action", w.action}}}};
 }
 
 std::optional<AgentConfig> config_from_json(const json& j, std::string& why) {
@@ -31,7 +34,8 @@ std::optional<AgentConfig> config_from_json(const json& j, std::string& why) {
     c.instance = j.at("instance").get<std::string>();
     c.state_path = j.at("state_path").get<std::string>();
     c.socket_path = j.at("socket_path").get<std::string>();
-    for (const auto& n : j.at("nodes")) c.nodes.push_back({n.at("node").get<std::string>(), n.at("netns").get<std::string>()});
+    for (const auto& n : j.at("nodes"))
+      c.nodes.push_back({n.at("node").get<std::string>(), n.at("netns").get<std::string>(), n.at("wd_phase_ns").get<int64_t>()});
     for (const auto& p : j.at("ports")) {
       AgentPort a;
       a.node = p.at("node").get<uint32_t>();
@@ -45,6 +49,14 @@ std::optional<AgentConfig> config_from_json(const json& j, std::string& why) {
       if (a.node >= c.nodes.size()) throw std::out_of_range("port " + a.name + " names no node");
       c.ports.push_back(std::move(a));
     }
+    const auto& w = j.at("watchdog");
+    c.watchdog.enabled = w.at("enabled").get<bool>();
+    c.watchdog.detection_ns = w.at("detection_ns").get<int64_t>();
+    c.watchdog.restoration_ns = w.at("restoration_ns").get<int64_t>();
+    c.watchdog.poll_ns = w.at("poll_ns").get<int64_t>();
+    c.watchdog.action = w.at("action").get<std::string>();
+    if (c.watchdog.enabled && (c.watchdog.poll_ns <= 0 || c.watchdog.detection_ns <= 0 || c.watchdog.restoration_ns <= 0))
+      throw std::out_of_range("watchdog times must be above 0");
     return c;
   } catch (const std::exception& e) {
     why = std::string("agent configuration: ") + e.what();
@@ -53,7 +65,15 @@ std::optional<AgentConfig> config_from_json(const json& j, std::string& why) {
 }
 
 ordered_json to_json(const AgentFigures& f) {
-  ordered_json leaks = ordered_json::array(), paused = ordered_json::array();
+  ordered_json leaks = ordered_json::array(), paused = ordered_json::array(), wd = ordered_json::array(),
+               wde = ordered_json::array();
+  for (const auto& q : f.watchdog)
+    wd.push_back({{"node", q.node}, {"port", q.port}, {"prio", q.prio}, {"stormed", q.stormed},
+                  {"detected", q.detected}, {"restored", q.restored}, {"tx_ok", q.tx_ok}, {"tx_drop", q.tx_drop},
+                  {"rx_ok", q.rx_ok}, {"rx_drop", q.rx_drop}, {"last_tx_ok", q.last_tx_ok},
+                  {"last_tx_drop", q.last_tx_drop}, {"last_rx_ok", q.last_rx_ok}, {"last_rx_drop", q.last_rx_drop}});
+  for (const auto& e : f.wd_events)
+    wde.push_back({{"t_ns", e.t_ns}, {"node", e.node}, {"port", e.port}, {"prio", e.prio}, {"detected", e.detected}});
   for (const auto& l : f.leaks)
     leaks.push_back({{"node", l.node}, {"port", l.port}, {"prio", l.prio}, {"packets", l.packets}, {"bytes", l.bytes}});
   for (const auto& p : f.paused)
@@ -78,6 +98,9 @@ ordered_json to_json(const AgentFigures& f) {
           {"leaked_packets", f.leaked_packets},
           {"leaked_bytes", f.leaked_bytes},
           {"storm_frames", f.storm_frames},
+          {"wd_ignored", f.wd_ignored},
+          {"watchdog", wd},
+          {"wd_events", wde},
           {"leaks", leaks},
           {"paused", paused}};
 }
@@ -105,6 +128,29 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
     f.leaked_packets = u("leaked_packets");
     f.leaked_bytes = u("leaked_bytes");
     f.storm_frames = u("storm_frames");
+    f.wd_ignored = u("wd_ignored");
+    for (const auto& q : j.at("watchdog")) {
+      WatchdogQueueFigures w;
+      w.node = q.at("node").get<std::string>();
+      w.port = q.at("port").get<std::string>();
+      w.prio = q.at("prio").get<uint32_t>();
+      w.stormed = q.at("stormed").get<bool>();
+      auto n = [&](const char* k) { return q.at(k).get<uint64_t>(); };
+      w.detected = n("detected");
+      w.restored = n("restored");
+      w.tx_ok = n("tx_ok");
+      w.tx_drop = n("tx_drop");
+      w.rx_ok = n("rx_ok");
+      w.rx_drop = n("rx_drop");
+      w.last_tx_ok = n("last_tx_ok");
+      w.last_tx_drop = n("last_tx_drop");
+      w.last_rx_ok = n("last_rx_ok");
+      w.last_rx_drop = n("last_rx_drop");
+      f.watchdog.push_back(std::move(w));
+    }
+    for (const auto& e : j.at("wd_events"))
+      f.wd_events.push_back({e.at("t_ns").get<uint64_t>(), e.at("node").get<std::string>(), e.at("port").get<std::string>(),
+                             e.at("prio").get<uint32_t>(), e.at("detected").get<bool>()});
     for (const auto& l : j.at("leaks"))
       f.leaks.push_back({l.at("node").get<std::string>(), l.at("port").get<std::string>(), l.at("prio").get<uint32_t>(),
                          l.at("packets").get<uint64_t>(), l.at("bytes").get<uint64_t>()});

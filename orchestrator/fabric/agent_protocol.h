@@ -17,6 +17,9 @@ namespace rocelab::fabric {
 
 struct AgentNode {
   std::string node, netns;
+  // Where in each watchdog poll this node's poll falls (a switch polls on its own timer, so
+  // switches do not poll in step): seeded from the scenario and the node's name.
+  int64_t wd_phase_ns = 0;
 };
 
 struct AgentPort {
@@ -30,12 +33,20 @@ struct AgentPort {
   std::array<uint32_t, RL_NUM_PRIO> limit{};  // each TBF leaf's queue limit, bytes
 };
 
+// The PFC watchdog the agent runs on every switch port x PFC priority (model/pfcwd.h).
+struct AgentWatchdog {
+  bool enabled = false;
+  int64_t detection_ns = 0, restoration_ns = 0, poll_ns = 0;  // wall clock: physical x D
+  std::string action = "drop";
+};
+
 struct AgentConfig {
   std::string instance;
   std::string state_path;   // the agent stops when this file is gone (the fabric was taken down)
   std::string socket_path;  // where it answers requests
   std::vector<AgentNode> nodes;
   std::vector<AgentPort> ports;
+  AgentWatchdog watchdog;
 };
 
 struct PortPauseFigures {
@@ -48,6 +59,24 @@ struct PortLeakFigures {
   std::string node, port;
   uint32_t prio = 0;
   uint64_t packets = 0, bytes = 0;
+};
+
+// A watched queue's record, SONiC's PFC_WD counters: packets sent and dropped by the queue
+// (TX) and received on its port with its priority (RX) while stormed, all storms and the
+// last one (a storm in force counts up to now).
+struct WatchdogQueueFigures {
+  std::string node, port;
+  uint32_t prio = 0;
+  bool stormed = false;
+  uint64_t detected = 0, restored = 0;
+  uint64_t tx_ok = 0, tx_drop = 0, rx_ok = 0, rx_drop = 0;
+  uint64_t last_tx_ok = 0, last_tx_drop = 0, last_rx_ok = 0, last_rx_drop = 0;
+};
+struct WatchdogEvent {
+  uint64_t t_ns = 0;  // CLOCK_MONOTONIC (the Testbed clock)
+  std::string node, port;
+  uint32_t prio = 0;
+  bool detected = true;  // else restored
 };
 
 // What the agent did, as of the moment it was asked. Times are emulated nanoseconds.
@@ -63,6 +92,9 @@ struct AgentFigures {
   uint64_t reaction_budget_ns = 0, budget_raises = 0;
   uint64_t pause_tail_packets = 0, leaked_packets = 0, leaked_bytes = 0;
   uint64_t storm_frames = 0;  // pause-storm frames sent, every storm
+  uint64_t wd_ignored = 0;    // PFC frames ignored on stormed queues (watchdog drop / forward)
+  std::vector<WatchdogQueueFigures> watchdog;  // every watched queue (empty: no watchdog)
+  std::vector<WatchdogEvent> wd_events;
   std::vector<PortLeakFigures> leaks;
   std::vector<PortPauseFigures> paused;
 };

@@ -89,6 +89,14 @@ KernelPlan plan_kernel(const model::Scenario& s) {
   KernelPlan kp;
   kp.port_config = make_port_config(s.qos);
   for (const auto& l : s.links) kp.max_link_delay_ns = std::max(kp.max_link_delay_ns, l.delay.ns);
+  if (const auto& w = s.qos.pfc.watchdog; w.enabled && w.detection && w.restoration && w.poll) {
+    kp.watchdog = true;
+    kp.wd_detection_ns = s.scale.emulate(*w.detection).ns;
+    kp.wd_restoration_ns = s.scale.emulate(*w.restoration).ns;
+    kp.wd_poll_ns = s.scale.emulate(*w.poll).ns;
+    kp.wd_action = w.action;
+    kp.seed = s.seed;
+  }
   if (s.qos.pfc.headroom) kp.pfc_headroom = static_cast<uint32_t>(std::min<uint64_t>(s.qos.pfc.headroom->n, UINT32_MAX));
   kp.nodes.resize(s.nodes.size());
   // Port index of every link end, for the peer fields.
@@ -174,9 +182,12 @@ AgentConfig agent_config(const KernelPlan& kp, const std::string& instance) {
   cfg.instance = instance;
   cfg.state_path = std::string(sys::kStateDir) + "/" + instance + ".state";
   cfg.socket_path = agent_socket_path(instance);
+  cfg.watchdog = {kp.watchdog, kp.wd_detection_ns, kp.wd_restoration_ns, kp.wd_poll_ns,
+                  std::string(model::wd_action_name(kp.wd_action))};
   for (size_t x = 0; x < kp.nodes.size(); ++x) {
     const NodePlan& np = kp.nodes[x];
-    cfg.nodes.push_back({np.node, np.netns});
+    const int64_t phase = kp.watchdog ? int64_t(splitmix64(kp.seed ^ fnv1a(np.node) ^ 0x7764) % uint64_t(kp.wd_poll_ns)) : 0;
+    cfg.nodes.push_back({np.node, np.netns, phase});
     for (const PortPlan& p : np.ports) {
       const auto sch = scheduler_of(kp, np, p);
       cfg.ports.push_back({uint32_t(x), uint32_t(p.slot), p.ifindex, p.ifname, p.rate_bps, p.mtu, sch.pausable,

@@ -63,6 +63,11 @@ struct KernelPlan {
   rl_config port_config{};      // what every port program shares
   uint32_t pfc_headroom = 0;    // qos.pfc.headroom: every port's physical headroom (0: 2 x its MTU)
   int64_t max_link_delay_ns = 0;  // physical; not applied (no propagation delay is emulated yet)
+  // qos.pfc.watchdog on the wall clock (physical x D); the agent runs it.
+  bool watchdog = false;
+  uint64_t seed = 0;  // the scenario's: seeds each switch's watchdog poll phase
+  int64_t wd_detection_ns = 0, wd_restoration_ns = 0, wd_poll_ns = 0;
+  model::WdAction wd_action = model::WdAction::kDrop;
   std::vector<NodePlan> nodes;  // same order as Scenario::nodes
   std::vector<VethPlan> veths;  // same order as Scenario::links
 };

@@ -495,6 +495,7 @@ class Loader {
           raw.headroom_pos = hv->pos;
           if (auto b = r_.bytes(*hv, Bytes{0}, Bytes{1ULL << 30})) q.pfc.headroom = *b;
         }
+        if (auto wv = pm->take("watchdog")) read_watchdog(*wv, q.pfc.watchdog, raw);
         if (auto lv = pm->take("priorities")) {
           if (auto items = r_.list(*lv)) {
             uint8_t mask = 0;
@@ -647,6 +648,27 @@ class Loader {
       m->done();
       out.push_back(std::move(w));
     }
+  }
+
+  // qos.pfc.watchdog: on | off | {detection_time, restoration_time, poll_interval, action},
+  // SONiC's ranges (sonic-utilities pfcwd): detection 100-5000 ms, restoration 100-60000 ms,
+  // poll 100-3000 ms (checked against the others once the defaults are known).
+  void read_watchdog(const Value& v, WatchdogConfig& w, RawScenario& raw) {
+    raw.watchdog_pos = v.pos;
+    if (v.node.IsScalar()) {
+      if (auto c = r_.choice(v, {"on", "off"})) w.enabled = *c == "on";
+      return;
+    }
+    auto m = r_.map(v);
+    if (!m) return;
+    w.enabled = true;
+    const Duration ms{1000000};
+    if (auto dv = m->take("detection_time")) w.detection = r_.duration(*dv, Duration{100 * ms.ns}, Duration{5000 * ms.ns});
+    if (auto rv = m->take("restoration_time")) w.restoration = r_.duration(*rv, Duration{100 * ms.ns}, Duration{60000 * ms.ns});
+    if (auto pv = m->take("poll_interval")) w.poll = r_.duration(*pv, Duration{100 * ms.ns}, Duration{3000 * ms.ns});
+    if (auto av = m->take("action"))
+      if (auto a = r_.choice(*av, {"drop", "forward", "alert"})) w.action = *wd_action_named(*a);
+    m->done();
   }
 
   void read_faults(const Value& v, std::vector<Fault>& out) {

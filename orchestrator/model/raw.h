@@ -50,6 +50,7 @@ struct RawScenario {
   std::vector<RawLink> links;
   std::optional<Bytes> xon;  // qos.pfc.xon as written
   Position headroom_pos;  // qos.pfc.headroom, when given
+  Position watchdog_pos;  // qos.pfc.watchdog, when given
   Position qos_pos;
 };
 

@@ -13,6 +13,7 @@
 #include "model/diagnostics.h"
 #include "model/expect.h"
 #include "model/ipv4.h"
+#include "model/pfcwd.h"
 #include "model/units.h"
 
 namespace rocelab::model {
@@ -130,6 +131,16 @@ struct EcnConfig {
   double pmax = 1.0;
 };
 
+// qos.pfc.watchdog (FAULTS.md: SONiC's pfcwd on every switch port x PFC priority). Times
+// physical (x D on the wall clock); unset ones take SONiC's defaults at build time:
+// detection 200 ms x ceil(ports / 32) (the largest switch's ports), restoration twice the
+// detection, poll 200 ms x the same factor, at most 1000 ms.
+struct WatchdogConfig {
+  bool enabled = false;
+  std::optional<Duration> detection, restoration, poll;
+  WdAction action = WdAction::kDrop;
+};
+
 struct PfcConfig {
   // What XOFF counts: per ingress port and priority, the bytes the switch holds that came in
   // through it (its priority group, as switches do: the default), or the egress queue a
@@ -141,6 +152,7 @@ struct PfcConfig {
   // What may still arrive after XOFF went out; computed from MTU, link and the agent's
   // measured reaction when unset (the agent reports it). At least one MTU when set.
   std::optional<Bytes> headroom;
+  WatchdogConfig watchdog;
 };
 
 struct BufferConfig {

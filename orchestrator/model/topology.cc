@@ -666,10 +666,32 @@ class Builder {
       else
         pfc.xon = Bytes{pfc.xoff.n - 2ull * mtu};
     }
+    resolve_watchdog(pfc.watchdog);
     if (pfc.headroom && pfc.headroom->n < mtu)
       err(ErrorKind::kOutOfRange, raw_.headroom_pos,
           "qos.pfc.headroom: " + format_bytes(*pfc.headroom) + " is below one MTU (" + std::to_string(mtu) +
               " bytes): a frame already on the wire when XOFF goes out could not be held");
+  }
+
+  // SONiC's defaults for what the watchdog leaves unset (sonic-utilities pfcwd: a factor of
+  // ceil(ports / 32) on the largest switch), and its rule that a poll is no longer than
+  // either countdown.
+  void resolve_watchdog(WatchdogConfig& w) {
+    if (!w.enabled) return;
+    if (!s_.qos.pfc_enabled || !s_.qos.pfc_mask)
+      err(ErrorKind::kInconsistent, raw_.watchdog_pos, "qos.pfc.watchdog: the fabric has no PFC priority to watch");
+    size_t ports = 0;
+    for (const Node& n : s_.nodes)
+      if (n.kind == NodeKind::kSwitch) ports = std::max(ports, n.ports.size());
+    const int64_t factor = int64_t(std::max<size_t>(1, (ports + 31) / 32)), ms = 1000000;
+    if (!w.detection) w.detection = Duration{200 * ms * factor};
+    if (!w.restoration) w.restoration = Duration{2 * w.detection->ns};
+    if (!w.poll) w.poll = Duration{std::min<int64_t>(200 * ms * factor, 1000 * ms)};
+    if (w.poll->ns > w.detection->ns || w.poll->ns > w.restoration->ns)
+      err(ErrorKind::kInconsistent, raw_.watchdog_pos,
+          "qos.pfc.watchdog: poll_interval " + format_duration(*w.poll) + " is longer than detection_time " +
+              format_duration(*w.detection) + " or restoration_time " + format_duration(*w.restoration) +
+              " (SONiC refuses it: a poll must fit in each countdown)");
   }
 
   bool has_port(size_t ni, const std::string& ifname) const {

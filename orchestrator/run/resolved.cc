@@ -102,6 +102,11 @@ ordered_json qos_json(const Qos& q) {
     if (q.pfc_mask & (1u << p)) prios.push_back(p);
   pfc["priorities"] = prios;
   if (q.pfc.headroom) pfc["headroom"] = format_bytes(*q.pfc.headroom);
+  if (const auto& w = q.pfc.watchdog; w.enabled && w.detection && w.restoration && w.poll)
+    pfc["watchdog"] = {{"detection_time", format_duration(*w.detection)},
+                       {"restoration_time", format_duration(*w.restoration)},
+                       {"poll_interval", format_duration(*w.poll)},
+                       {"action", model::wd_action_name(w.action)}};
   j["pfc"] = pfc;
   j["buffer"] = {{"size", format_bytes(q.buffer.size)}, {"dynamic_th", q.buffer.dynamic_th}};
   return j;

@@ -46,6 +46,7 @@ struct RunContext {
   std::optional<workload::WorkloadRun> workloads;
   std::optional<WorkloadAnalysis> analysis;
   ordered_json faults;
+  int64_t traffic_t0_ns = 0;   // the Testbed clock when the traffic phase (its fault timeline) began
   std::optional<Error> error;  // what stopped the run (exit code from its code)
   std::string invalid;         // why the run cannot be trusted (exit 2)
   std::vector<AssertionOutcome> assertions;
@@ -281,6 +282,7 @@ Status traffic_phase(RunContext& c) {
       tt.wait_all();
     }
   }
+  c.traffic_t0_ns = timeline.started_at();
   timeline.finish(c.testbed->clock().now());
   c.faults = timeline.to_json();
   if (!c.s.faults.empty()) {
@@ -308,7 +310,7 @@ Status traffic_phase(RunContext& c) {
 Status collect_phase(RunContext& c) {
   for (const auto& sink : telemetry::sinks().all()) {
     ordered_json record = ordered_json::object();
-    telemetry::Collect col{c.s, c.plan(), *c.testbed, c.metrics, c.notes, c.invalid, record};
+    telemetry::Collect col{c.s, c.plan(), *c.testbed, c.metrics, c.notes, c.invalid, record, c.traffic_t0_ns};
     if (auto st = sink.collect(col); !st) return st;
     c.events->add("collected", {{"sink", sink.type}, {"record", record}});
   }

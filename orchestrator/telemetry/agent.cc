@@ -1,5 +1,7 @@
 // `agent`: the PFC agent's figures (pauses, time paused, reaction time, what paused ports
 // still sent) as metrics, and the headroom its measured reaction time asks for.
+#include <fmt/format.h>
+
 #include "bpf/headroom.h"
 #include "telemetry/sink.h"
 
@@ -9,6 +11,7 @@ namespace {
 
 using model::MetricKind;
 using model::MetricValue;
+using nlohmann::ordered_json;
 
 double headroom_drops(const model::MetricSet& m) {
   double n = 0;
@@ -42,6 +45,43 @@ void headroom_metrics(Collect& c, const fabric::AgentFigures& a) {
                 std::to_string(uint64_t(drops)) + " packets overflowed lossless headroom: the machine did not keep up";
 }
 
+// The PFC watchdog (FAULTS.md): SONiC's per-queue counts as counters, each storm's
+// detection and restoration as times (physical, from the traffic's start) and as lines in
+// SONiC's words in the run's notes.
+void watchdog_metrics(Collect& c, const fabric::AgentFigures& a) {
+  if (a.watchdog.empty()) return;
+  const double d = c.scenario.scale.factor();
+  auto counter = [&](const char* name, auto field) {
+    MetricValue m{MetricKind::kCounter, 0, {}};
+    for (const auto& q : a.watchdog)
+      m.samples.push_back({{{"node", q.node}, {"port", q.port}, {"prio", std::to_string(q.prio)}}, double(field(q))});
+    c.metrics[name] = std::move(m);
+  };
+  using Q = fabric::WatchdogQueueFigures;
+  counter("pfcwd_storms", [](const Q& q) { return q.detected; });
+  counter("pfcwd_restored", [](const Q& q) { return q.restored; });
+  counter("pfcwd_tx_ok", [](const Q& q) { return q.tx_ok; });
+  counter("pfcwd_tx_dropped", [](const Q& q) { return q.tx_drop; });
+  counter("pfcwd_rx_ok", [](const Q& q) { return q.rx_ok; });
+  counter("pfcwd_rx_dropped", [](const Q& q) { return q.rx_drop; });
+  MetricValue det{MetricKind::kSeries, 0, {}}, res{MetricKind::kSeries, 0, {}};
+  ordered_json events = ordered_json::array();
+  for (const auto& e : a.wd_events) {
+    const double t = c.t0_ns && int64_t(e.t_ns) >= c.t0_ns ? double(int64_t(e.t_ns) - c.t0_ns) / 1e9 / d : 0;
+    (e.detected ? det : res).samples.push_back({{{"node", e.node}, {"port", e.port}, {"prio", std::to_string(e.prio)}}, t});
+    const std::string port = e.node + ":" + e.port;
+    c.notes.push_back(e.detected ? fmt::format("PFC Watchdog detected PFC storm on port {}, queue index {} at {:.6f} s",
+                                               port, e.prio, t)
+                                 : fmt::format("PFC Watchdog storm restored on port {}, queue index {} at {:.6f} s", port,
+                                               e.prio, t));
+    events.push_back({{"t_s", t}, {"node", e.node}, {"port", e.port}, {"queue", e.prio},
+                      {"event", e.detected ? "storm_detected" : "storm_restored"}});
+  }
+  c.metrics["pfcwd_detected_at"] = std::move(det);
+  c.metrics["pfcwd_restored_at"] = std::move(res);
+  c.record["pfcwd_events"] = std::move(events);
+}
+
 }  // namespace
 
 Sink agent_sink() {
@@ -68,6 +108,7 @@ Sink agent_sink() {
               headroom_metrics(c, a);
             }
             c.record = fabric::to_json(a);
+            watchdog_metrics(c, a);
             return ok();
           }};
 }

@@ -44,8 +44,10 @@ void add_port_metrics(model::MetricSet& m, const std::vector<fabric::PortStats>&
         auto l = labels;
         l["reason"] = rl_drop_names[r];
         m["drops"].samples.push_back(Sample{l, static_cast<double>(s.c.drops[r])});
-        // An injected loss is the wire's, not a broken lossless guarantee.
-        if ((lossless_mask >> prio) & 1 && r != RL_DROP_FAULT) lossless_drops += static_cast<double>(s.c.drops[r]);
+        // An injected loss is the wire's, and the watchdog's drops are its chosen action, not
+        // a broken lossless guarantee (counted apart: pfcwd_tx_dropped, pfcwd_rx_dropped).
+        if ((lossless_mask >> prio) & 1 && r != RL_DROP_FAULT && r != RL_DROP_PFCWD && r != RL_DROP_PFCWD_RX)
+          lossless_drops += static_cast<double>(s.c.drops[r]);
       }
     }
   m["lossless_drops"] = MetricValue{MetricKind::kScalar, lossless_drops, {}};

@@ -26,6 +26,7 @@ struct Collect {
   std::vector<std::string>& notes;  // what the run should say about itself
   std::string& invalid;             // set (if empty) when the figures show the machine did not keep up
   nlohmann::ordered_json& record;   // the sink's own section for the event log
+  int64_t t0_ns = 0;                // the Testbed clock at the traffic phase's start (0: none)
 };
 
 struct Sink {
