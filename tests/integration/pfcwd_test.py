@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The PFC watchdog (issue 19) on real packets: a host storms priority 3 into one switch while
+host1 sends to it and to a healthy host (the victim). `forward` lets the stormed queue send
+and drops nothing; `alert` only reports and restores on the first clean poll; a storm
+shorter than half the detection time is never declared and loses nothing; a gray slow
+receiver that pauses part of every poll does not trip the default predicate. (`drop` runs
+as scenarios/pfc-watchdog.yaml.) 1G links at D = 10; times physical. Needs root."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import harness  # tests/integration/harness.py, beside this script
+
+ROCELAB = ""
+SOURCE = ""
+
+BASE = """name: {name}
+seed: {seed}
+scale: 10
+defaults: {{rate: 1G, mtu: 4200}}
+nodes:
+  - {{name: sw, kind: switch}}
+  - {{name: host1, kind: host}}
+  - {{name: host2, kind: host}}
+  - {{name: host3, kind: host}}
+links:
+  - {{endpoints: [host1, sw]}}
+  - {{endpoints: [host2, sw]}}
+  - {{endpoints: [host3, sw]}}
+qos:
+  profile: pfc-only
+  pfc:
+    watchdog: {{detection_time: 200ms, restoration_time: 400ms, poll_interval: 100ms, action: {action}}}
+hosts: {{dcqcn: off}}
+workloads:
+  - {{name: tostorm, type: write_bw, from: host1, to: host3, message: 1MB, iterations: {iters}}}
+  - {{name: victim, type: write_bw, from: host1, to: host2, message: 1MB, iterations: 60}}
+faults:
+  - {fault}
+"""
+
+
+def delivered_at(flow, t):
+    """A flow's in-order delivered bytes at physical time t, linear between trace samples."""
+    rows = flow["rate_trace"]["rows"]
+    prev = None
+    for r in rows:
+        if r[0] >= t:
+            if prev is None:
+                return r[2]
+            return prev[2] + (r[2] - prev[2]) * (t - prev[0]) / (r[0] - prev[0]) if r[0] > prev[0] else r[2]
+        prev = r
+    return rows[-1][2]
+
+
+def rate(flow, a, b):
+    return (delivered_at(flow, b) - delivered_at(flow, a)) * 8 / (b - a)
+
+
+class Watchdog(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-wd-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_case(self, tag, action, fault, iters=40, seed=3):
+        path = os.path.join(self.tmp, tag + ".yaml")
+        with open(path, "w") as f:
+            f.write(BASE.format(name=f"wd{tag}{os.getpid() % 1000}", seed=seed, action=action, fault=fault, iters=iters))
+        out = os.path.join(self.tmp, tag)
+        r = subprocess.run([ROCELAB, "run", path, "--out", out], capture_output=True, text=True, timeout=600)
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+        self.assertEqual(r.returncode, 0, r.stderr[-1500:])
+        m = res["metrics"]
+        flows = {f["workload"]: f for f in res["workloads"]["flows"]}
+
+        def total(name, **labels):
+            return sum(s["value"] for s in m.get(name, []) if all(s["labels"].get(k) == v for k, v in labels.items()))
+        return m, flows, total, res
+
+    def test_forward_ignores_the_storm_and_the_queue_sends(self):
+        m, flows, total, _ = self.run_case("fwd", "forward", '{type: pause_storm, target: "host3:nic0", at: 150ms, duration: 400ms, priority: 3}')
+        det = m["pfcwd_detected_at"][0]["value"]
+        print(f"\nforward: detected at {det:.3f} s; flow to host3 after it {rate(flows['tostorm'], det + 0.01, 0.55) / 1e6:.0f} "
+              f"Mbit/s, TX OK {total('pfcwd_tx_ok'):.0f}, TX DROP {total('pfcwd_tx_dropped'):.0f}", file=sys.stderr)
+        self.assertEqual(total("pfcwd_storms"), 1)
+        self.assertTrue(0.35 < det <= 0.45, det)
+        self.assertGreater(rate(flows["tostorm"], det + 0.01, 0.55), 0.3e9, "the stormed queue sends again")
+        self.assertGreater(total("pfcwd_tx_ok"), 1000)
+        self.assertEqual(total("pfcwd_tx_dropped"), 0)
+        self.assertEqual(total("drops"), 0)
+        self.assertEqual(m["retransmits"], 0)
+
+    def test_alert_only_reports_and_restores_on_the_first_clean_poll(self):
+        m, flows, total, _ = self.run_case("alert", "alert", '{type: pause_storm, target: "host3:nic0", at: 150ms, duration: 400ms, priority: 3}')
+        det, res = m["pfcwd_detected_at"][0]["value"], m["pfcwd_restored_at"][0]["value"]
+        print(f"\nalert: detected at {det:.3f} s, restored at {res:.3f} s; victim while stormed "
+              f"{rate(flows['victim'], det + 0.01, 0.55) / 1e6:.0f} Mbit/s", file=sys.stderr)
+        self.assertTrue(0.35 < det <= 0.45, det)
+        # The last frame's pause (33.6 ms at 1G) runs out after 0.55 s; the next clean poll restores.
+        self.assertTrue(0.55 < res <= 0.55 + 0.034 + 0.1 + 0.001, res)
+        self.assertLess(rate(flows["victim"], det + 0.01, 0.55), 0.02e9, "still stopped: alert changes nothing")
+        self.assertEqual(total("pfcwd_tx_dropped") + total("drops"), 0)
+        self.assertEqual(m["retransmits"], 0)
+
+    def test_a_storm_shorter_than_half_the_detection_time_is_not_declared(self):
+        m, flows, total, _ = self.run_case("short", "drop", '{type: pause_storm, target: "host3:nic0", at: 150ms, duration: 90ms, priority: 3}', iters=20)
+        print(f"\nshort storm: {total('pfcwd_storms'):.0f} detections, {total('drops'):.0f} drops, "
+              f"{m['storm_frames']:.0f} frames", file=sys.stderr)
+        self.assertGreater(m["storm_frames"], 4)
+        self.assertEqual(total("pfcwd_storms"), 0)
+        self.assertEqual(total("drops"), 0)
+        self.assertEqual(m["retransmits"], 0)
+
+    def test_a_gray_slow_receiver_does_not_trip_the_default_predicate(self):
+        m, flows, total, _ = self.run_case("gray", "drop", '{type: slow_receiver, target: "host3:nic0", at: 0s, fraction: 0.5}', iters=60)
+        paused = total("port_pause_time", node="sw", port="host3", prio="3")
+        span = flows["tostorm"]["fct_s"]
+        print(f"\ngray receiver: sw:host3 paused {paused / span * 100:.0f} % of {span:.3f} s; "
+              f"{total('pfcwd_storms'):.0f} detections", file=sys.stderr)
+        self.assertTrue(0.2 < paused / span < 0.8, paused / span)
+        self.assertEqual(total("pfcwd_storms"), 0)
+        self.assertEqual(total("drops"), 0)
+
+
+if __name__ == "__main__":
+    harness.run(globals())
