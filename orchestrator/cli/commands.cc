@@ -437,6 +437,50 @@ int cmd_pause(const po::variables_map& vm, const Globals&) {
   return 0;
 }
 
+// SONiC's `pfcwd show stats`: every watched queue that saw a storm, its status and counts
+// while stormed (all storms / the last one). -a (--all) shows every watched queue.
+int cmd_pfcwd(const po::variables_map& vm, const Globals& g) {
+  const auto what = vm.count("what") ? vm["what"].as<std::vector<std::string>>() : std::vector<std::string>{};
+  if (what != std::vector<std::string>{"show", "stats"}) {
+    std::cerr << "rocelab pfcwd: usage: rocelab pfcwd show stats [--all] [--instance NAME]\n";
+    return kExitBadInput;
+  }
+  auto name = instance_option(vm, "pfcwd");
+  if (!name) return kExitEnvironment;
+  if (!model::is_instance_name(*name)) {
+    std::cerr << "rocelab pfcwd: '" << name->substr(0, 64) << "' is not an instance name\n";
+    return kExitBadInput;
+  }
+  if (!require_root("pfcwd")) return kExitEnvironment;
+  auto t = fabric::LocalTestbed::attach(*name);
+  auto agent = t ? (*t)->agent_figures() : Result<std::optional<fabric::AgentFigures>>(t.error());
+  if (!agent) {
+    std::cerr << "rocelab pfcwd: " << agent.error().what << "\n";
+    return agent.error().exit_code();
+  }
+  if (!*agent || (*agent)->watchdog.empty()) {
+    std::cerr << "rocelab pfcwd: instance " << *name << " runs no PFC watchdog (qos.pfc.watchdog)\n";
+    return kExitBadInput;
+  }
+  const bool all = vm.count("all") > 0;
+  if (g.json) {
+    ordered_json out = fabric::to_json(**agent);
+    std::cout << ordered_json{{"instance", *name}, {"queues", out["watchdog"]}, {"events", out["wd_events"]}}.dump(2) << "\n";
+    return 0;
+  }
+  constexpr auto row = FMT_STRING("{:<20} {:<11} {:>23} {:>19} {:>19} {:>19} {:>19}\n");
+  fmt::print(row, "QUEUE", "STATUS", "STORM DETECTED/RESTORED", "TX OK/DROP", "RX OK/DROP", "TX LAST OK/DROP",
+             "RX LAST OK/DROP");
+  for (const auto& q : (*agent)->watchdog) {
+    if (!all && !q.detected) continue;
+    auto pair = [](uint64_t a, uint64_t b) { return fmt::format("{}/{}", a, b); };
+    fmt::print(row, fmt::format("{}:{}:{}", q.node, q.port, q.prio), q.stormed ? "stormed" : "operational",
+               pair(q.detected, q.restored), pair(q.tx_ok, q.tx_drop), pair(q.rx_ok, q.rx_drop),
+               pair(q.last_tx_ok, q.last_tx_drop), pair(q.last_rx_ok, q.last_rx_drop));
+  }
+  return 0;
+}
+
 int cmd_inject(const po::variables_map& vm, const Globals& g) {
   auto name = instance_option(vm, "inject");
   if (!name) return kExitBadInput;
@@ -761,6 +805,21 @@ const std::vector<Command>& commands() {
              "param", po::value<std::vector<std::string>>(), "KEY=VALUE");
        },
        cmd_inject},
+      {"pfcwd", "show stats", "the PFC watchdog's per-queue counts, as SONiC's 'pfcwd show stats'",
+       "For a fabric 'rocelab up' left running with qos.pfc.watchdog: every switch queue (NODE:PORT:\n"
+       "PRIORITY) that saw a storm, whether it is stormed now, its storms detected and restored,\n"
+       "and the packets it sent and dropped (TX) and its port received and dropped on its\n"
+       "priority (RX) while stormed, for all storms and the last one. --all lists every watched\n"
+       "queue; -j prints the queues and the watchdog's events as JSON.",
+       "sudo rocelab up scenarios/pfc-watchdog.yaml\n"
+       "  sudo rocelab inject pause_storm host3:nic0 priority=3   # no traffic: nothing queued, no storm\n"
+       "  sudo rocelab pfcwd show stats --all",
+       [](po::options_description& d) {
+         d.add_options()("instance", po::value<std::string>(), "instance (default: the only one up)")(
+             "all,a", "every watched queue, not only those that saw a storm")(
+             "what", po::value<std::vector<std::string>>(), "show stats");
+       },
+       cmd_pfcwd},
       {"agent", "", "the instance's agent (started by up, stopped by down)",
        "Acts on received PFC frames (pauses that priority on that port until the pause time\n"
        "runs out or XON arrives), sends XON for ports this switch paused once their queues\n"
@@ -863,7 +922,7 @@ void command_help(const Command& c, std::ostream& out) {
   po::options_description shown(c.name + " options");
   for (const auto& o : own.options())
     if (o->long_name() != "scenario" && o->long_name() != "name" && o->long_name() != "target" &&
-        o->long_name() != "kind" && o->long_name() != "param")
+        o->long_name() != "kind" && o->long_name() != "param" && o->long_name() != "what")
       shown.add(o);
   if (!shown.options().empty()) out << shown << "\n";
   out << global_options() << "\nexample:\n  " << c.example << "\n";
@@ -920,6 +979,7 @@ int main_entry(int argc, char** argv) {
   all.add(global_options()).add(own);
   po::positional_options_description pos;
   if (cmd->args.rfind("KIND", 0) == 0) pos.add("kind", 1).add("target", 1).add("param", -1);
+  else if (cmd->args.rfind("show", 0) == 0) pos.add("what", -1);
   else if (cmd->args.find("SCENARIO") != std::string::npos) pos.add("scenario", 1);
   else if (cmd->args.find("NAME") != std::string::npos) pos.add("name", 1);
   else if (cmd->args.find("NODE") != std::string::npos) pos.add("target", 1);

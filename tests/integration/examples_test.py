@@ -17,7 +17,7 @@ import harness
 ROCELAB = SOURCE = None
 IS_ROOT = os.geteuid() == 0
 BASE = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n"
-COMMANDS = ["validate", "graph", "run", "up", "down", "status", "stats", "pause", "agent", "perf", "doctor"]
+COMMANDS = ["validate", "graph", "run", "up", "down", "status", "stats", "pause", "pfcwd", "agent", "perf", "doctor"]
 
 # Shown but not run here, each with why.
 SKIPPED = {
@@ -54,10 +54,15 @@ PLAN = [
     "sudo rocelab inject pause_storm host2:nic0 priority=3",
     "sudo rocelab inject --clear",
     ("cleanup", "rocelab down quickstart"),
+    "sudo rocelab up scenarios/pfc-watchdog.yaml",
+    "sudo rocelab inject pause_storm host3:nic0 priority=3",
+    "sudo rocelab pfcwd show stats --all",
+    "sudo rocelab inject --clear",
+    ("cleanup", "rocelab down pfc-watchdog"),
     "sudo rocelab up scenarios/incast-lossless.yaml && sudo rocelab stats --instance incast-lossless",
     ("cleanup", "rocelab down incast-lossless"),
 ]
-INSTANCES = ["quickstart", "qs2", "incast-lossless"]
+INSTANCES = ["quickstart", "qs2", "incast-lossless", "pfc-watchdog"]
 
 
 def strip_comment(line):
