@@ -119,7 +119,9 @@ class Watchdog(unittest.TestCase):
         self.assertEqual(m["retransmits"], 0)
 
     def test_a_gray_slow_receiver_does_not_trip_the_default_predicate(self):
-        m, flows, total, _ = self.run_case("gray", "drop", '{type: slow_receiver, target: "host3:nic0", at: 0s, fraction: 0.5}', iters=60)
+        # Draining at 30 % of 1G against host1's ~490 Mbit/s to it: the switch port toward it is
+        # paused most of the time (73 %), never a whole poll with nothing sent.
+        m, flows, total, _ = self.run_case("gray", "drop", '{type: slow_receiver, target: "host3:nic0", at: 0s, fraction: 0.3}', iters=60)
         paused = total("port_pause_time", node="sw", port="host3", prio="3")
         span = flows["tostorm"]["fct_s"]
         print(f"\ngray receiver: sw:host3 paused {paused / span * 100:.0f} % of {span:.3f} s; "
