@@ -11,6 +11,7 @@
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -74,6 +75,23 @@ std::optional<ThreadCpu> thread_cpu() {
   ThreadCpu t;
   if (!text || std::sscanf(text->c_str(), "%lu %lu", &t.on_cpu_ns, &t.waiting_ns) != 2) return std::nullopt;
   return t;
+}
+
+std::optional<MachineSteal> machine_steal() {
+  auto text = read_file("/proc/stat");
+  if (!text) return std::nullopt;
+  // "cpu  user nice system idle iowait irq softirq steal ..." in USER_HZ ticks; then cpuN lines.
+  unsigned long v[8] = {};
+  if (std::sscanf(text->c_str(), "cpu %lu %lu %lu %lu %lu %lu %lu %lu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                  &v[7]) != 8)
+    return std::nullopt;
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (hz <= 0) return std::nullopt;
+  MachineSteal m;
+  m.steal_ns = uint64_t(v[7]) * (1'000'000'000ull / uint64_t(hz));
+  for (size_t at = text->find("\ncpu"); at != std::string::npos; at = text->find("\ncpu", at + 1)) ++m.cpus;
+  if (!m.cpus) return std::nullopt;
+  return m;
 }
 
 bool kernel_has_module(const std::string& name) {

@@ -31,6 +31,13 @@ struct ThreadCpu {
   uint64_t on_cpu_ns = 0, waiting_ns = 0;
 };
 std::optional<ThreadCpu> thread_cpu();
+// Time the hypervisor ran something else on this machine's CPUs (steal, /proc/stat), summed
+// over CPUs, and how many CPUs that is over.
+struct MachineSteal {
+  uint64_t steal_ns = 0;
+  unsigned cpus = 0;
+};
+std::optional<MachineSteal> machine_steal();
 // The kernel has a module available: built in, loaded, or on disk for this release.
 bool kernel_has_module(const std::string& name);
 

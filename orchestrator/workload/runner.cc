@@ -519,6 +519,10 @@ void Session::totals(WorkloadRun& out) const {
     out.invalid = std::to_string(out.rx_overflow) +
                   " packets were lost in full host receive sockets (the engine did not read in time): "
                   "loss the emulation made, not the fabric";
+  else if (out.machine_steal > 0.05 && out.machine_steal * out.seconds > 0.05)
+    out.invalid = "the hypervisor ran something else on this machine's CPUs " +
+                  std::to_string(int(std::lround(out.machine_steal * 100))) +
+                  " % of the traffic phase (steal time): the machine did not keep up";
   else if (cpu_starved(out))
     out.invalid = "the engine waited for a CPU " + std::to_string(int(std::lround(out.engine_cpu_waiting * 100))) +
                   " % of the traffic phase, " +
@@ -547,9 +551,11 @@ Result<WorkloadRun> Session::run() {
   const Nanos retries = s_.hosts.rc.fixed ? Nanos(s_.hosts.rc.retry_cnt + 2) * s_.scale.emulate(s_.hosts.rc.period()).ns : 0;
   const Nanos deadline = t0_ + last_start + Nanos(double(total_bytes_) * 8 / slowest * 4e9) + retries + 30'000'000'000;
   const auto cpu0 = sys::thread_cpu();
+  const auto steal0 = sys::machine_steal();
   const bool finished = b_.run([this] { return step(); }, deadline);
   const Nanos t_end = b_.clock().now();
   const auto cpu1 = sys::thread_cpu();
+  const auto steal1 = sys::machine_steal();
   if (o_.cancel && o_.cancel->load()) return error(Errc::kEnvironment, "cancelled");
   if (!finished)
     return error(Errc::kEnvironment, "workloads did not finish within " + std::to_string((deadline - t0_) / 1'000'000'000) +
@@ -561,6 +567,8 @@ Result<WorkloadRun> Session::run() {
     out.engine_cpu_busy = double(cpu1->on_cpu_ns - cpu0->on_cpu_ns) / double(t_end - t0_);
     out.engine_cpu_waiting = double(cpu1->waiting_ns - cpu0->waiting_ns) / double(t_end - t0_);
   }
+  if (steal0 && steal1 && t_end > t0_ && steal1->steal_ns >= steal0->steal_ns)
+    out.machine_steal = double(steal1->steal_ns - steal0->steal_ns) / (double(t_end - t0_) * steal1->cpus);
   for (auto& f : flows_) out.flows.push_back(flow_result(f));
   for (const auto& j : jobs_) out.workloads.push_back(workload_result(j, out));
   totals(out);

@@ -76,6 +76,10 @@ struct WorkloadRun {
   // The engine thread's share of the traffic phase on a CPU and runnable without one (other
   // work on the machine took it); negative when the kernel keeps no schedstat.
   double engine_cpu_busy = -1, engine_cpu_waiting = -1;
+  // The share of the machine's CPU time its hypervisor gave to others during the phase
+  // (steal); negative when unknown. A VM's noisy neighbour slows the softirq data plane and
+  // the agent as well as the engine.
+  double machine_steal = -1;
   std::string invalid;            // why the engine's figures cannot be trusted, or empty
 };
 

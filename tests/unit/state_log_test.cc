@@ -1,6 +1,8 @@
 // The write-ahead state file: appears complete or not at all, refuses a second creator,
 // survives torn writes, and teardown sees what was appended.
 #include <gtest/gtest.h>
+
+#include <thread>
 #include <sys/file.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -85,4 +87,17 @@ TEST(ThreadCpu, CountsThisThreadsTimeOnACpu) {
   EXPECT_GE(after->on_cpu_ns - before->on_cpu_ns, 20'000'000u);  // most of 50 ms busy
   EXPECT_LE(after->on_cpu_ns - before->on_cpu_ns, 1'000'000'000u);
   EXPECT_GE(after->waiting_ns, before->waiting_ns);
+}
+
+// The run's steal check reads this: one count over every CPU the machine has, never going
+// back, and (over 100 ms) no more than the time that passed on all of them.
+TEST(MachineSteal, CountsEveryCpuAndOnlyGrows) {
+  auto a = sys::machine_steal();
+  ASSERT_TRUE(a) << "/proc/stat has a cpu line on every Linux";
+  EXPECT_EQ(a->cpus, std::thread::hardware_concurrency());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto b = sys::machine_steal();
+  ASSERT_TRUE(b);
+  EXPECT_GE(b->steal_ns, a->steal_ns);
+  EXPECT_LE(b->steal_ns - a->steal_ns, 200'000'000ull * a->cpus);  // 100 ms of each CPU, with a tick's slack
 }
