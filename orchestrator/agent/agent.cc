@@ -293,6 +293,9 @@ class Agent {
   static WdCounts minus(const WdCounts& a, const WdCounts& b) {
     return {a.tx_ok - b.tx_ok, a.tx_drop - b.tx_drop, a.rx_ok - b.rx_ok, a.rx_drop - b.rx_drop};
   }
+  static WdCounts plus(const WdCounts& a, const WdCounts& b) {
+    return {a.tx_ok + b.tx_ok, a.tx_drop + b.tx_drop, a.rx_ok + b.rx_ok, a.rx_drop + b.rx_drop};
+  }
 
   // Each node whose poll is due polls its queues, then waits a poll interval.
   void poll_watchdog(uint64_t now) {
@@ -311,12 +314,13 @@ class Agent {
       if (!due[p.cfg->node]) continue;
       model::WdSample s;
       s.t = int64_t(now);
+      const rl_counters c = maps_->counters().read(slot, prio);
       s.tx_packets = watch_->read(slot, prio).dequeued;
-      s.pfc_rx = maps_->counters().read(slot, prio).pfc_rx;
+      s.pfc_rx = c.pfc_rx;
       if (auto it = paused_.find(k); it != paused_.end())
         s.paused = int64_t(it->second.total_ns + (it->second.on && now > it->second.since_ns ? now - it->second.since_ns : 0));
       // A queue its last packet (or probe) left empty holds nothing: not probed.
-      if (maps_->counters().read(slot, prio).depth_after) {
+      if (c.depth_after) {
         auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
         auto d = scope ? bpf::probe_depth(maps_->egress_program(), p.cfg->ifindex, prio, why) : std::nullopt;
         s.holds_packets = d && *d > 0;
@@ -334,19 +338,13 @@ class Agent {
     if (wd_action_ == model::WdAction::kAlert) return;
     if (wd_action_ == model::WdAction::kDrop) maps_->set_wd_drop(p.cfg->slot, prio, true);
     w.ignoring = true;
-    Paused& st = paused_[key(p.cfg->slot, prio)];
-    if (st.on && set_pause(p, prio, false)) {  // released: the queue sends (forward) or drains into the drop
-      st.on = false;
-      st.total_ns += now_ns() - st.since_ns;
-      maps_->set_pause_clock(p.cfg->slot, prio, 0, st.total_ns);
-    }
+    resume(p, prio, paused_[key(p.cfg->slot, prio)], now_ns());  // the queue sends (forward) or drains into the drop
   }
 
   void storm_restored(Port& p, uint32_t prio, Watched& w, uint64_t now) {
     ++w.restored;
     w.last = minus(wd_counts(p.cfg->slot, prio), w.at_storm);
-    w.total = {w.total.tx_ok + w.last.tx_ok, w.total.tx_drop + w.last.tx_drop, w.total.rx_ok + w.last.rx_ok,
-               w.total.rx_drop + w.last.rx_drop};
+    w.total = plus(w.total, w.last);
     wd_events_.push_back({now, nodes_[p.cfg->node].name, p.cfg->name, prio, false});
     if (wd_action_ == model::WdAction::kDrop) maps_->set_wd_drop(p.cfg->slot, prio, false);
     w.ignoring = false;
@@ -395,12 +393,7 @@ class Agent {
     Port& p = it->second;
     Paused& st = paused_[key(e.slot, e.prio)];
     if (e.quanta == 0) {
-      if (st.on && set_pause(p, e.prio, false)) {
-        st.on = false;
-        ++fig_.resumes;
-        st.total_ns += now_ns() - st.since_ns;
-        maps_->set_pause_clock(e.slot, e.prio, 0, st.total_ns);
-      }
+      if (resume(p, e.prio, st, now_ns())) ++fig_.resumes;
       return;
     }
     // Pause time: quanta x 512 bit-times at this port's emulated rate.
@@ -424,13 +417,19 @@ class Agent {
     for (auto& [k, st] : paused_) {
       if (!st.on || now < st.until_ns) continue;
       auto it = ports_.find(static_cast<uint32_t>(k >> 3));
-      if (it != ports_.end() && set_pause(it->second, k & 7, false)) {
-        st.on = false;
-        ++fig_.expired;
-        st.total_ns += now - st.since_ns;
-        maps_->set_pause_clock(uint32_t(k >> 3), uint32_t(k & 7), 0, st.total_ns);
-      }
+      if (it != ports_.end() && resume(it->second, uint32_t(k & 7), st, now)) ++fig_.expired;
     }
+  }
+
+  // Ends a pause in force (XON, its time ran out, the watchdog released it): the priority
+  // sends again and the pause's time joins the port-priority's total. False: none in force,
+  // or the qdisc change failed.
+  bool resume(Port& p, uint32_t prio, Paused& st, uint64_t now) {
+    if (!st.on || !set_pause(p, prio, false)) return false;
+    st.on = false;
+    st.total_ns += now - st.since_ns;
+    maps_->set_pause_clock(p.cfg->slot, prio, 0, st.total_ns);
+    return true;
   }
 
   // For every ingress port this switch paused (a paused port sends nothing, so no packet of
@@ -519,8 +518,7 @@ class Agent {
       WdCounts total = w.total, last = w.last;
       if (w.q.stormed()) {  // the storm in force, up to now
         last = minus(wd_counts(p.cfg->slot, uint32_t(k & 7)), w.at_storm);
-        total = {total.tx_ok + last.tx_ok, total.tx_drop + last.tx_drop, total.rx_ok + last.rx_ok,
-                 total.rx_drop + last.rx_drop};
+        total = plus(total, last);
       }
       q.tx_ok = total.tx_ok, q.tx_drop = total.tx_drop, q.rx_ok = total.rx_ok, q.rx_drop = total.rx_drop;
       q.last_tx_ok = last.tx_ok, q.last_tx_drop = last.tx_drop, q.last_rx_ok = last.rx_ok, q.last_rx_drop = last.rx_drop;
