@@ -17,6 +17,7 @@
 #include "bpf/headroom.h"
 #include "bpf/pause_watch.h"
 #include "fabric/agent_protocol.h"
+#include "model/deadlock.h"
 #include "model/percentile.h"
 #include "model/pfcwd.h"
 #include "netlink/batch.h"
@@ -138,6 +139,10 @@ class Agent {
       expire(now);
       run_storms(now);
       if (!wd_.empty()) poll_watchdog(now);
+      if (now - last_deadlock_look_ > kDeadlockLookNs) {
+        look_for_deadlocks(now);
+        last_deadlock_look_ = now;
+      }
       // The paused ports' check at most every 200 us: it probes the node's queues that hold
       // anything, and received PFC (a pause to put in force) must not wait behind it.
       if (now - last_sync > 200'000) {
@@ -329,6 +334,35 @@ class Agent {
       if (ev == model::WdQueue::Event::kDetected) storm_detected(p, prio, w, now);
       else if (ev == model::WdQueue::Event::kRestored) storm_restored(p, prio, w, now);
     }
+  }
+
+  // The wait-for graph (model/deadlock.h) of switch queues toward switches: paused, holding
+  // packets (the probe says, for a queue that has not moved since the last look) and sending
+  // none for one pause time at the port's rate.
+  void look_for_deadlocks(uint64_t now) {
+    std::vector<model::WaitQueue> qs;
+    std::string why;
+    for (const auto& [slot, p] : ports_) {
+      if (p.cfg->peer < 0) continue;
+      for (uint32_t prio = 0; prio < RL_NUM_PRIO; ++prio) {
+        if (!p.pausable(prio)) continue;
+        const uint64_t k = key(slot, prio);
+        auto it = paused_.find(k);
+        const bool paused = it != paused_.end() && it->second.on;
+        const uint64_t dequeued = watch_->read(slot, prio).dequeued;
+        uint64_t& seen = dequeued_seen_[k];
+        bool holds = false;
+        if (paused && dequeued == seen && maps_->counters().read(slot, prio).depth_after) {
+          auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
+          auto d = scope ? bpf::probe_depth(maps_->egress_program(), p.cfg->ifindex, prio, why) : std::nullopt;
+          holds = d && *d > 0;
+        }
+        seen = dequeued;
+        const int64_t pause_ns = int64_t(uint64_t(pfc_.pfc_quanta) * p.info.quantum_ps / 1000);
+        qs.push_back({k, p.cfg->node, size_t(p.cfg->peer), prio, paused, holds, dequeued, pause_ns});
+      }
+    }
+    if (!qs.empty()) deadlocks_.sample(int64_t(now), qs);
   }
 
   void storm_detected(Port& p, uint32_t prio, Watched& w, uint64_t now) {
@@ -525,6 +559,14 @@ class Agent {
       f.watchdog.push_back(std::move(q));
     }
     f.wd_events = wd_events_;
+    for (const auto& d : deadlocks_.deadlocks()) {
+      fabric::DeadlockFigures x{d.prio, {}, uint64_t(d.since), uint64_t(d.detected), d.ended < 0 ? 0 : uint64_t(d.ended)};
+      for (uint64_t k : d.members) {
+        const Port& p = ports_.at(uint32_t(k >> 3));
+        x.members.push_back(nodes_[p.cfg->node].name + ":" + p.cfg->name);
+      }
+      f.deadlocks.push_back(std::move(x));
+    }
     // Per port and priority: its pauses and their time, a pause still in force included.
     const uint64_t now = now_ns();
     for (const auto& [k, st] : paused_) {
@@ -571,6 +613,10 @@ class Agent {
   model::WdAction wd_action_ = model::WdAction::kDrop;
   std::vector<uint64_t> wd_next_;  // per node: its next watchdog poll
   std::vector<fabric::WatchdogEvent> wd_events_;
+  static constexpr uint64_t kDeadlockLookNs = 10'000'000;  // wall clock; 65535 quanta at an emulated 1 Gbit/s: 34 ms
+  uint64_t last_deadlock_look_ = 0;
+  std::map<uint64_t, uint64_t> dequeued_seen_;
+  model::DeadlockWatch deadlocks_;
   uint64_t last_storm_ = 0;
   std::unique_ptr<bpf::FabricMaps> maps_;
   rl_config pfc_{};

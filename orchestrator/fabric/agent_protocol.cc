@@ -20,7 +20,7 @@ ordered_json to_json(const AgentConfig& c) {
   for (const auto& n : c.nodes) nodes.push_back({{"node", n.node}, {"netns", n.netns}, {"wd_phase_ns", n.wd_phase_ns}});
   for (const auto& p : c.ports)
     ports.push_back({{"node", p.node}, {"slot", p.slot}, {"ifindex", p.ifindex}, {"name", p.name},
-                     {"rate_bps", p.rate_bps}, {"mtu", p.mtu}, {"pausable", p.pausable}, {"limit", p.limit}});
+                     {"rate_bps", p.rate_bps}, {"mtu", p.mtu}, {"pausable", p.pausable}, {"limit", p.limit}, {"peer", p.peer}});
   const auto& w = c.watchdog;
   return {{"instance", c.instance}, {"state_path", c.state_path}, {"socket_path", c.socket_path},
           {"nodes", nodes}, {"ports", ports},
@@ -46,6 +46,8 @@ std::optional<AgentConfig> config_from_json(const json& j, std::string& why) {
       a.mtu = p.at("mtu").get<uint32_t>();
       a.pausable = p.at("pausable").get<uint8_t>();
       a.limit = p.at("limit").get<std::array<uint32_t, RL_NUM_PRIO>>();
+      a.peer = p.at("peer").get<int32_t>();
+      if (a.peer >= int32_t(c.nodes.size())) throw std::out_of_range("port " + a.name + " names no peer node");
       if (a.node >= c.nodes.size()) throw std::out_of_range("port " + a.name + " names no node");
       c.ports.push_back(std::move(a));
     }
@@ -74,6 +76,10 @@ ordered_json to_json(const AgentFigures& f) {
                   {"last_tx_drop", q.last_tx_drop}, {"last_rx_ok", q.last_rx_ok}, {"last_rx_drop", q.last_rx_drop}});
   for (const auto& e : f.wd_events)
     wde.push_back({{"t_ns", e.t_ns}, {"node", e.node}, {"port", e.port}, {"prio", e.prio}, {"detected", e.detected}});
+  ordered_json dl = ordered_json::array();
+  for (const auto& d : f.deadlocks)
+    dl.push_back({{"prio", d.prio}, {"members", d.members}, {"since_ns", d.since_ns}, {"detected_ns", d.detected_ns},
+                  {"ended_ns", d.ended_ns}});
   for (const auto& l : f.leaks)
     leaks.push_back({{"node", l.node}, {"port", l.port}, {"prio", l.prio}, {"packets", l.packets}, {"bytes", l.bytes}});
   for (const auto& p : f.paused)
@@ -101,6 +107,7 @@ ordered_json to_json(const AgentFigures& f) {
           {"wd_ignored", f.wd_ignored},
           {"watchdog", wd},
           {"wd_events", wde},
+          {"deadlocks", dl},
           {"leaks", leaks},
           {"paused", paused}};
 }
@@ -151,6 +158,10 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
     for (const auto& e : j.at("wd_events"))
       f.wd_events.push_back({e.at("t_ns").get<uint64_t>(), e.at("node").get<std::string>(), e.at("port").get<std::string>(),
                              e.at("prio").get<uint32_t>(), e.at("detected").get<bool>()});
+    for (const auto& d : j.at("deadlocks"))
+      f.deadlocks.push_back({d.at("prio").get<uint32_t>(), d.at("members").get<std::vector<std::string>>(),
+                             d.at("since_ns").get<uint64_t>(), d.at("detected_ns").get<uint64_t>(),
+                             d.at("ended_ns").get<uint64_t>()});
     for (const auto& l : j.at("leaks"))
       f.leaks.push_back({l.at("node").get<std::string>(), l.at("port").get<std::string>(), l.at("prio").get<uint32_t>(),
                          l.at("packets").get<uint64_t>(), l.at("bytes").get<uint64_t>()});

@@ -31,6 +31,7 @@ struct AgentPort {
   uint32_t mtu = 0;
   uint8_t pausable = 0;   // priorities whose leaf is a TBF (PFC priorities)
   std::array<uint32_t, RL_NUM_PRIO> limit{};  // each TBF leaf's queue limit, bytes
+  int32_t peer = -1;  // the switch at the link's other end (index into nodes); -1: a host or none
 };
 
 // The PFC watchdog the agent runs on every switch port x PFC priority (model/pfcwd.h).
@@ -79,6 +80,14 @@ struct WatchdogEvent {
   bool detected = true;  // else restored
 };
 
+// A PFC deadlock the agent saw (model/deadlock.h): the cycle's queues in wait order, each
+// "node:port" waiting for the next one's node. Times CLOCK_MONOTONIC; ended 0 while it holds.
+struct DeadlockFigures {
+  uint32_t prio = 0;
+  std::vector<std::string> members;
+  uint64_t since_ns = 0, detected_ns = 0, ended_ns = 0;
+};
+
 // What the agent did, as of the moment it was asked. Times are emulated nanoseconds.
 struct AgentFigures {
   uint64_t events = 0;      // PFC events the ingress programs handed over
@@ -95,6 +104,7 @@ struct AgentFigures {
   uint64_t wd_ignored = 0;    // PFC frames ignored on stormed queues (watchdog drop / forward)
   std::vector<WatchdogQueueFigures> watchdog;  // every watched queue (empty: no watchdog)
   std::vector<WatchdogEvent> wd_events;
+  std::vector<DeadlockFigures> deadlocks;
   std::vector<PortLeakFigures> leaks;
   std::vector<PortPauseFigures> paused;
 };

@@ -190,8 +190,9 @@ AgentConfig agent_config(const KernelPlan& kp, const std::string& instance) {
     cfg.nodes.push_back({np.node, np.netns, phase});
     for (const PortPlan& p : np.ports) {
       const auto sch = scheduler_of(kp, np, p);
+      const bool to_switch = !np.host && p.peer_node < kp.nodes.size() && !kp.nodes[p.peer_node].host;
       cfg.ports.push_back({uint32_t(x), uint32_t(p.slot), p.ifindex, p.ifname, p.rate_bps, p.mtu, sch.pausable,
-                           sch.fifo_limit});
+                           sch.fifo_limit, to_switch ? int32_t(p.peer_node) : -1});
     }
   }
   return cfg;

@@ -56,6 +56,12 @@ std::vector<MetricInfo> fault_metrics() {
      "PFC watchdog: when each storm was detected, physical seconds from the workloads' start"},
     {"pfcwd_restored_at", MetricKind::kSeries, "s", {"node", "port", "prio"},
      "PFC watchdog: when each storm was restored, likewise"},
+    {"pfc_deadlocks", MetricKind::kScalar, "count", {},
+     "PFC deadlocks: cycles in the pause wait-for graph whose every queue was paused, held packets and sent none for a pause time"},
+    {"pfc_deadlock_at", MetricKind::kSeries, "s", {"prio", "cycle"},
+     "PFC deadlocks: when each was seen, physical seconds from the workloads' start (cycle: its queues in wait order)"},
+    {"pfc_deadlock_time", MetricKind::kSeries, "s", {"prio", "cycle"},
+     "PFC deadlocks: how long each held, from its last queue stopping to its first moving (or the run's end), physical"},
   };
 }
 

@@ -82,6 +82,36 @@ void watchdog_metrics(Collect& c, const fabric::AgentFigures& a) {
   c.record["pfcwd_events"] = std::move(events);
 }
 
+// PFC deadlocks (FAULTS.md, model/deadlock.h): how many, when each closed and was seen, how
+// long it held (to its end, or to the collection), each as a line naming its cycle.
+void deadlock_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
+  const double d = c.scenario.scale.factor();
+  auto at = [&](uint64_t t) { return c.t0_ns && int64_t(t) >= c.t0_ns ? double(int64_t(t) - c.t0_ns) / 1e9 / d : 0; };
+  c.metrics["pfc_deadlocks"] = MetricValue{MetricKind::kScalar, double(a.deadlocks.size()), {}};
+  MetricValue detected{MetricKind::kSeries, 0, {}}, held{MetricKind::kSeries, 0, {}};
+  ordered_json events = ordered_json::array();
+  for (const auto& x : a.deadlocks) {
+    std::string cycle;
+    for (const auto& m : x.members) cycle += m + " -> ";
+    cycle += x.members.empty() ? "" : x.members.front().substr(0, x.members.front().find(':'));
+    const std::map<std::string, std::string> labels{{"prio", std::to_string(x.prio)}, {"cycle", cycle}};
+    const uint64_t end = x.ended_ns ? x.ended_ns : now_ns;
+    const double time = end > x.since_ns ? double(end - x.since_ns) / 1e9 / d : 0;
+    detected.samples.push_back({labels, at(x.detected_ns)});
+    held.samples.push_back({labels, time});
+    c.notes.push_back(fmt::format("PFC deadlock on priority {}: {} ({} queues), closed at {:.6f} s, seen at {:.6f} s, {} ({:.6f} s)",
+                                  x.prio, cycle, x.members.size(), at(x.since_ns), at(x.detected_ns),
+                                  x.ended_ns ? fmt::format("broken at {:.6f} s", at(x.ended_ns)) : std::string("still held"),
+                                  time));
+    events.push_back({{"event", "pfc_deadlock"}, {"prio", x.prio}, {"members", x.members}, {"since_s", at(x.since_ns)},
+                      {"detected_s", at(x.detected_ns)}, {"ended_s", x.ended_ns ? ordered_json(at(x.ended_ns)) : ordered_json()},
+                      {"held_s", time}});
+  }
+  c.metrics["pfc_deadlock_at"] = std::move(detected);
+  c.metrics["pfc_deadlock_time"] = std::move(held);
+  c.record["pfc_deadlocks"] = std::move(events);
+}
+
 }  // namespace
 
 Sink agent_sink() {
@@ -109,6 +139,7 @@ Sink agent_sink() {
             }
             c.record = fabric::to_json(a);
             watchdog_metrics(c, a);
+            deadlock_metrics(c, a, uint64_t(c.testbed.clock().now()));
             return ok();
           }};
 }
