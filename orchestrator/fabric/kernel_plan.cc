@@ -78,7 +78,7 @@ std::vector<netlink::RouteSpec> route_specs(const NodePlan& np, const model::Nod
   for (const PortPlan& p : np.ports) ifindex_of[p.ifname] = p.ifindex;
   std::vector<netlink::RouteSpec> out;
   for (const model::Route& r : routes.routes) {
-    netlink::RouteSpec rs{r.dst.addr, r.dst.len, r.table, {}};
+    netlink::RouteSpec rs{r.dst.addr, r.dst.len, r.table, {}, r.table == 0 ? np.ecmp_buckets : uint16_t(0)};
     for (const model::NextHop& h : r.nexthops) rs.nexthops.push_back({h.via, ifindex_of.at(h.dev)});
     out.push_back(std::move(rs));
   }
@@ -145,6 +145,7 @@ KernelPlan plan_kernel(const model::Scenario& s) {
       pp.peer_mac = port_mac(s.seed, peer.node, peer_port);
       np.ports.push_back(pp);
     }
+    if (!np.host && s.qos.ecmp_groups == "resilient") np.ecmp_buckets = uint16_t(s.qos.ecmp_buckets);
     np.routes = route_specs(np, s.routes[x]);
     int prio = kFirstRulePriority;
     for (const model::SourceRule& r : s.routes[x].rules) np.rules.push_back({r.from, r.table, prio++});

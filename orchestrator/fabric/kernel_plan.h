@@ -47,6 +47,7 @@ struct NodePlan {
   bool host = false;
   uint32_t loopback = 0;
   uint32_t hash_seed = 0;  // fib_multipath_hash_seed: seeded per node, never 0 (0 = random)
+  uint16_t ecmp_buckets = 0;  // a switch's routes through resilient groups of this many buckets (0: plain)
   std::vector<PortPlan> ports;
   std::vector<netlink::RouteSpec> routes;
   std::vector<netlink::RuleSpec> rules;

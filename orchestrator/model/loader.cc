@@ -461,6 +461,10 @@ class Loader {
     if (auto dv = m->take("dscp_map")) read_dscp_map(*dv, q);
     if (auto hv = m->take("ecmp_hash"))
       if (auto h = r_.choice(*hv, {"l4", "l3"})) q.ecmp_hash = *h;
+    if (auto gv = m->take("ecmp_groups"))
+      if (auto g = r_.choice(*gv, {"plain", "resilient"})) q.ecmp_groups = *g;
+    if (auto bv = m->take("ecmp_buckets"))
+      if (auto b = r_.integer(*bv, 8, 32768)) q.ecmp_buckets = int(*b);
     if (auto ev = m->take("ecn")) {
       if (ev->node.IsScalar()) {
         if (auto b = r_.boolean(*ev)) q.ecn.enabled = *b;

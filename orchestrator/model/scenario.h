@@ -181,6 +181,11 @@ struct Qos {
   // UDP ports: each QP's source port picks its path) or l3 (addresses only: every QP between
   // two NICs on one path).
   std::string ecmp_hash = "l4";
+  // How the switches hold an ECMP set: plain (one multipath route; Linux's hash-threshold, so
+  // a next hop leaving or coming back moves flows on other paths too) or resilient (a kernel
+  // next-hop group of `ecmp_buckets` hash buckets: only the leaving member's flows move).
+  std::string ecmp_groups = "plain";
+  int ecmp_buckets = 128;
 };
 
 // DCQCN parameters a scenario sets on top of its preset (physical values; DESIGN.md §2).

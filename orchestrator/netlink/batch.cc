@@ -4,6 +4,7 @@
 #include <linux/fib_rules.h>
 #include <linux/pkt_sched.h>
 #include <linux/netlink.h>
+#include <linux/nexthop.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <netlink/addr.h>
@@ -149,7 +150,81 @@ std::string route_text(const RouteSpec& r) {
 }
 }  // namespace
 
+namespace {
+
+// Kernel next-hop objects (RTM_NEWNEXTHOP, linux/nexthop.h), which libnl 3.7 cannot build:
+// the messages are put together with libnl's message API.
+nl_msg* nexthop_request(uint32_t id, const NextHopSpec& h, int& err) {
+  nl_msg* m = nlmsg_alloc_simple(RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_EXCL);
+  nhmsg nh{};
+  nh.nh_family = AF_INET;
+  nh.nh_protocol = RTPROT_STATIC;
+  const uint32_t gw = htonl(h.via);
+  err = !m ? -NLE_NOMEM
+           : nlmsg_append(m, &nh, sizeof nh, NLMSG_ALIGNTO) < 0 || nla_put_u32(m, NHA_ID, id) < 0 ||
+                     nla_put_u32(m, NHA_OIF, uint32_t(h.ifindex)) < 0 || nla_put(m, NHA_GATEWAY, sizeof gw, &gw) < 0
+                 ? -NLE_NOMEM
+                 : 0;
+  return m;
+}
+
+nl_msg* group_request(uint32_t id, const std::vector<NextHopSpec>& members, uint16_t buckets, int& err) {
+  nl_msg* m = nlmsg_alloc_simple(RTM_NEWNEXTHOP, NLM_F_CREATE | NLM_F_REPLACE);
+  if (!m) return err = -NLE_NOMEM, nullptr;
+  nhmsg nh{};
+  nh.nh_family = AF_UNSPEC;
+  nh.nh_protocol = RTPROT_STATIC;
+  std::vector<nexthop_grp> grp;
+  for (const auto& h : members) grp.push_back({uint32_t(h.ifindex), 0, 0, 0});
+  err = nlmsg_append(m, &nh, sizeof nh, NLMSG_ALIGNTO) < 0 || nla_put_u32(m, NHA_ID, id) < 0 ||
+                nla_put(m, NHA_GROUP, int(grp.size() * sizeof(nexthop_grp)), grp.data()) < 0 ||
+                nla_put_u16(m, NHA_GROUP_TYPE, NEXTHOP_GRP_TYPE_RES) < 0
+            ? -NLE_NOMEM
+            : 0;
+  nlattr* res = err ? nullptr : nla_nest_start(m, NHA_RES_GROUP);
+  if (!res || nla_put_u16(m, NHA_RES_GROUP_BUCKETS, buckets) < 0) return err = -NLE_NOMEM, m;
+  nla_nest_end(m, res);
+  return m;
+}
+
+nl_msg* group_route_request(const RouteSpec& r, int flags, int& err) {
+  nl_msg* m = nlmsg_alloc_simple(RTM_NEWROUTE, flags);
+  if (!m) return err = -NLE_NOMEM, nullptr;
+  rtmsg rt{};
+  rt.rtm_family = AF_INET;
+  rt.rtm_dst_len = uint8_t(r.prefix_len);
+  rt.rtm_table = RT_TABLE_MAIN;
+  rt.rtm_protocol = RTPROT_STATIC;
+  rt.rtm_scope = RT_SCOPE_UNIVERSE;
+  rt.rtm_type = RTN_UNICAST;
+  const uint32_t dst = htonl(r.dst);
+  err = nlmsg_append(m, &rt, sizeof rt, NLMSG_ALIGNTO) < 0 || nla_put(m, RTA_DST, sizeof dst, &dst) < 0 ||
+                nla_put_u32(m, RTA_TABLE, r.table ? uint32_t(r.table) : RT_TABLE_MAIN) < 0 ||
+                nla_put_u32(m, RTA_NH_ID, r.dst) < 0
+            ? -NLE_NOMEM
+            : 0;
+  return m;
+}
+
+}  // namespace
+
+// A route through a resilient group: each member's next-hop object (kept if it exists: the
+// kernel deletes one whose port went down, so a port that came back needs it again), the
+// group with the route's next hops, then the route naming the group.
+void Batch::group_route(const RouteSpec& r, int flags, const std::string& what) {
+  int e = 0;
+  for (const auto& h : r.nexthops) {
+    nl_msg* m = nexthop_request(uint32_t(h.ifindex), h, e);
+    queue(m, e, "next hop " + std::to_string(h.ifindex) + " via " + v4s(h.via, 32), EEXIST);
+  }
+  nl_msg* g = group_request(r.dst, r.nexthops, r.buckets, e);
+  queue(g, e, "resilient group " + std::to_string(r.dst) + " for " + what);
+  nl_msg* m = group_route_request(r, flags, e);
+  queue(m, e, what);
+}
+
 void Batch::add_route(const RouteSpec& r) {
+  if (r.buckets && !r.nexthops.empty()) return group_route(r, NLM_F_CREATE | NLM_F_EXCL, route_text(r));
   auto route = route_of(r);
   if (!route) return queue(nullptr, -NLE_NOMEM, "route");
   nl_msg* msg = nullptr;
@@ -158,6 +233,7 @@ void Batch::add_route(const RouteSpec& r) {
 }
 
 void Batch::replace_route(const RouteSpec& r) {
+  if (r.buckets && !r.nexthops.empty()) return group_route(r, NLM_F_CREATE | NLM_F_REPLACE, "replace " + route_text(r));
   auto route = route_of(r);
   if (!route) return queue(nullptr, -NLE_NOMEM, "route");
   nl_msg* msg = nullptr;

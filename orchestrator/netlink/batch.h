@@ -39,6 +39,11 @@ struct RouteSpec {
   int prefix_len = 32;
   int table = 0;  // 0: main
   std::vector<NextHopSpec> nexthops;
+  // Nonzero: the route points at a resilient next-hop group (`ip nexthop ... type resilient
+  // buckets N`) of kernel next-hop objects, one per port (id = its ifindex), the group's id
+  // the route's destination address; a changed next-hop set replaces the group, and the
+  // kernel moves only the buckets of members that left (or idle ones to members that came).
+  uint16_t buckets = 0;
   bool operator==(const RouteSpec&) const = default;
 };
 struct NeighSpec {
@@ -108,6 +113,7 @@ class Batch {
 
  private:
   void queue(nl_msg* msg, int build_err, std::string what, int tolerated = 0);
+  void group_route(const RouteSpec& r, int flags, const std::string& what);
   struct Pending {
     nl_msg* msg;
     std::string what;

@@ -85,6 +85,8 @@ ordered_json qos_json(const Qos& q) {
   j["lossless"] = lossless;
   j["dscp_map"] = dscp_json(q.dscp_to_prio);
   j["ecmp_hash"] = q.ecmp_hash;
+  j["ecmp_groups"] = q.ecmp_groups;
+  if (q.ecmp_groups == "resilient") j["ecmp_buckets"] = q.ecmp_buckets;
   if (!q.ecn.enabled) {
     j["ecn"] = false;
   } else if (q.ecn.preset == "custom") {

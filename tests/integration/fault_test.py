@@ -115,6 +115,74 @@ class Inject(unittest.TestCase):
         self.assertEqual(kernel_state(self.instance), before)
 
 
+ECMP = """name: {name}
+seed: 5
+scale: 1000
+defaults: {{rate: 100G, mtu: 4200}}
+fabric: {{type: leaf-spine, spines: 4, leaves: 2, hosts_per_leaf: 1}}
+qos: {{profile: roce-lossless, ecmp_groups: {groups}}}
+"""
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class EcmpGroups(unittest.TestCase):
+    """qos.ecmp_groups: with plain multipath routes (Linux's hash-threshold) an uplink going
+    down moves flows that were on other uplinks too; through a resilient next-hop group only
+    the flows on the dead uplink move. 256 RoCEv2 flows (UDP source ports) from leaf1 to the
+    host on leaf2, looked up in leaf1's kernel before and during the fault."""
+
+    def paths(self, instance, dst):
+        out = {}
+        for sport in range(0xC000, 0xC100):
+            r = subprocess.run(["ip", "-n", f"rl-{instance}.leaf1", "-j", "route", "get", dst, "ipproto", "udp",
+                                "sport", str(sport), "dport", "4791"], capture_output=True, text=True, check=True)
+            out[sport] = json.loads(r.stdout)[0]["dev"]
+        return out
+
+    def moved(self, groups):
+        tmp = tempfile.mkdtemp(prefix="rocelab-ecmp-")
+        instance = f"ecmp{groups[0]}{os.getpid() % 10000}"
+        path = os.path.join(tmp, "s.yaml")
+        with open(path, "w") as f:
+            f.write(ECMP.format(name=instance, groups=groups))
+        try:
+            rocelab("up", path, check=True)
+            nodes = json.loads(rocelab("validate", "--resolved", "-j", path, check=True).stdout)["derived"]["nodes"]
+            dst = nodes["host2"]["interfaces"][0]["address"].split("/")[0]
+            before = self.paths(instance, dst)
+            rocelab("inject", "--instance", instance, "link_down", "leaf1:spine2", check=True)
+            during = self.paths(instance, dst)
+            if groups == "resilient":
+                nh = subprocess.run(["ip", "-n", f"rl-{instance}.leaf1", "-j", "nexthop", "show"], capture_output=True,
+                                    text=True, check=True).stdout
+                self.assertTrue(any(g.get("type") == "resilient" for g in json.loads(nh)), nh)
+            rocelab("inject", "--instance", instance, "--clear", check=True)
+            after = self.paths(instance, dst)
+        finally:
+            rocelab("down", instance)
+            shutil.rmtree(tmp, ignore_errors=True)
+        on_dead = [p for p, d in before.items() if d == "spine2"]
+        others = [p for p, d in before.items() if d != "spine2"]
+        self.assertTrue(on_dead and len(set(before.values())) == 4, before)
+        self.assertNotIn("spine2", during.values())
+        if groups == "plain":
+            self.assertEqual(after, before, "the same four next hops: the same split")
+        else:  # spine2 is back in the group; its buckets return as they fall idle (kernel: 120 s)
+            self.assertTrue(set(after.values()) <= {"spine1", "spine2", "spine3", "spine4"}, after)
+        return len(on_dead), sum(1 for p in others if during[p] != before[p]), len(others)
+
+    def test_only_a_resilient_group_keeps_the_other_flows_on_their_paths(self):
+        dead_p, moved_p, n_p = self.moved("plain")
+        dead_r, moved_r, n_r = self.moved("resilient")
+        print(f"\nleaf1:spine2 down, 256 flows: plain multipath moved {moved_p} of the {n_p} flows on other uplinks "
+              f"(besides the {dead_p} on spine2); a resilient group moved {moved_r} of {n_r} (besides {dead_r})",
+              file=sys.stderr)
+        # Hash-threshold splits the hash space in equal ranges in next-hop order; with the second
+        # of four gone, [2/3, 3/4) changes hands (spine3 -> spine4): 1/12 of all flows, ~21.
+        self.assertGreater(moved_p, 256 // 24, "hash-threshold re-splits the hash space over three next hops")
+        self.assertEqual(moved_r, 0, "only the dead member's buckets moved")
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
 class Flap(unittest.TestCase):
     def setUp(self):

@@ -84,6 +84,23 @@ TEST(KernelPlan, EcmpHashPolicyFollowsTheScenario) {
   EXPECT_FALSE(errors_of(std::string(kRail) + "qos: {ecmp_hash: l5}\n").empty());
 }
 
+// qos.ecmp_groups: resilient puts every main-table route of a switch through a next-hop group
+// of ecmp_buckets buckets; hosts keep plain routes; plain is the default.
+TEST(KernelPlan, ResilientGroupsOnSwitchesOnly) {
+  for (const auto& n : fabric::plan_kernel(must_load(kRail)).nodes)
+    for (const auto& r : n.routes) EXPECT_EQ(r.buckets, 0) << n.node;
+  auto kp = fabric::plan_kernel(must_load(std::string(kRail) + "qos: {ecmp_groups: resilient, ecmp_buckets: 64}\n"));
+  size_t grouped = 0;
+  for (const auto& n : kp.nodes)
+    for (const auto& r : n.routes) {
+      EXPECT_EQ(r.buckets, n.host || r.table ? 0 : 64) << n.node;
+      grouped += r.buckets ? 1 : 0;
+    }
+  EXPECT_GT(grouped, 0u);
+  EXPECT_FALSE(errors_of(std::string(kRail) + "qos: {ecmp_groups: sticky}\n").empty());
+  EXPECT_FALSE(errors_of(std::string(kRail) + "qos: {ecmp_groups: resilient, ecmp_buckets: 4}\n").empty());
+}
+
 TEST(KernelPlan, SysctlsAndSeedsPerNode) {
   auto s = must_load(kRail);
   auto kp = fabric::plan_kernel(s);
