@@ -273,15 +273,15 @@ static __always_inline struct rl_pg_ring *ring_of(const struct rl_config *cfg, _
 
 /* Takes what left the queue (the queue holds `depth` now, exactly) off its oldest runs,
  * and off the PGs of the ports those bytes came in through; XON to a paused port whose PG
- * fell below XON. */
-static __always_inline void pg_sync(struct __sk_buff *skb, const struct rl_config *cfg, struct rl_pg_ring *r,
-				    __u32 prio, __u32 depth)
+ * fell below XON. At most RL_PG_POPS runs a call: nonzero when runs that left remain. */
+static __always_inline int pg_sync(struct __sk_buff *skb, const struct rl_config *cfg, struct rl_pg_ring *r,
+				   __u32 prio, __u32 depth)
 {
 	__u32 zero = 0;
 	struct rl_pg_pops *pops = bpf_map_lookup_elem(&pg_scratch, &zero);
 
 	if (!pops)
-		return;
+		return 0;
 	pops->n = 0;
 	bpf_spin_lock(&r->lock);
 	__u64 excess = r->bytes > depth ? r->bytes - depth : 0;
@@ -301,6 +301,7 @@ static __always_inline void pg_sync(struct __sk_buff *skb, const struct rl_confi
 		if (!run->bytes)
 			r->head++;
 	}
+	int owed = r->bytes > depth;
 	bpf_spin_unlock(&r->lock);
 	for (int k = 0; k < RL_PG_POPS; k++) {
 		if (k >= pops->n)
@@ -318,6 +319,7 @@ static __always_inline void pg_sync(struct __sk_buff *skb, const struct rl_confi
 			send_pfc(skb, RL_FIRST_PORT_IFINDEX + pops->slot[k], prio, RL_MARK_PFC(0, 0));
 		}
 	}
+	return owed;
 }
 
 /* The packet joins the queue's runs; `in_slot` RL_NO_PG: a packet no PG holds (made here). */
@@ -518,11 +520,13 @@ int rl_egress(struct __sk_buff *skb)
 	/* By priority group: sync the queue first (what left it leaves its PGs). A probe (the
 	 * agent, `rocelab stats`) syncs and says how much the queue holds. */
 	struct rl_pg_ring *ring = pfc && !host && cfg->pfc_trigger == RL_PFC_TRIGGER_INGRESS ? ring_of(cfg, slot, prio) : 0;
-	if (ring)
-		pg_sync(skb, cfg, ring, prio, depth);
+	int owed = ring ? pg_sync(skb, cfg, ring, prio, depth) : 0;
 	if (probe) {
+		/* What the agent reads to skip queues that are empty. An empty queue whose runs are
+		 * not all synced yet (a long drain: RL_PG_POPS a sync) still holds PG bytes that must
+		 * go: it reads 1, so the agent probes it again (else those PGs stayed paused for good). */
 		if (cnt)
-			cnt->depth_after = depth; /* what the agent reads to skip queues that are empty */
+			cnt->depth_after = depth ? depth : owed;
 		return depth;
 	}
 	skb->priority = RL_CLASSID(prio);

@@ -356,6 +356,23 @@ void Batch::add_scheduler(const SchedulerSpec& s) {
   }
 }
 
+namespace {
+
+// Appends a u32 attribute inside the message's TCA_OPTIONS nest, which libnl closed as the
+// message's last attribute (checked): a TBF field libnl has no setter for.
+int append_to_options(nl_msg* msg, int type, uint32_t value) {
+  nlmsghdr* h = nlmsg_hdr(msg);
+  nlattr* opts = nlmsg_find_attr(h, sizeof(tcmsg), TCA_OPTIONS);
+  if (!opts) return -NLE_MISSING_ATTR;
+  const auto* end = reinterpret_cast<const char*>(h) + h->nlmsg_len;
+  if (reinterpret_cast<const char*>(opts) + NLA_ALIGN(opts->nla_len) != end) return -NLE_INVAL;
+  if (const int e = nla_put_u32(msg, type, value); e < 0) return e;
+  opts->nla_len = uint16_t(opts->nla_len + nla_total_size(sizeof value));
+  return 0;
+}
+
+}  // namespace
+
 void Batch::set_pause(const PauseSpec& p) {
   std::unique_ptr<rtnl_qdisc, Deleter<rtnl_qdisc, rtnl_qdisc_put>> q(rtnl_qdisc_alloc());
   const std::string what = "interface " + std::to_string(p.ifindex) + ": " + (p.paused ? "pause" : "resume") +
@@ -370,18 +387,20 @@ void Batch::set_pause(const PauseSpec& p) {
   // Above the port's rate TBF never holds anything back: HTB's class shapes. (libnl takes
   // the rate as int bytes/s: a port faster than 17 Gbit/s emulated resumes to that cap.)
   const int line = static_cast<int>(std::min<uint64_t>(p.rate_bps / 8, INT32_MAX));
-  // Paused: a trickle of one bucket per <= 4 s. The bucket (one frame and a margin: the
-  // kernel derives the largest admissible packet from bucket / rate, rounding down) must
-  // stay, as TBF drops a packet larger than it at enqueue; and bucket / rate must stay under
-  // 2^32 ns (4.29 s), which the conversion to the kernel's units wraps past (measured: at
-  // 17 s every packet was dropped): a slower pause is a lossy one.
+  // Paused: 1 byte/s, so the bucket (one frame and a margin, full when the pause starts: the
+  // frame a real port may still finish) refills in over an hour and nothing else leaves. The
+  // bucket must stay, as TBF drops a packet larger than it at enqueue. libnl passes the
+  // bucket as a time in 32-bit ticks, which wraps past 4.29 s (measured: every packet
+  // dropped), so the paused bucket also goes in bytes as TCA_TBF_BURST, which the kernel
+  // takes instead (3.13+). (A trickle of a frame per 4 s before hid PGs left unsynced.)
   const int bucket = p.paused ? frame + kPauseBucketMargin : std::max(2 * frame, line / 1000);
-  const int rate = p.paused ? std::max(1000, (bucket + 3) / 4) : line;
+  const int rate = p.paused ? 1 : line;
   rtnl_qdisc_tbf_set_limit(q.get(), static_cast<int>(std::min<uint32_t>(p.limit, INT32_MAX)));
   rtnl_qdisc_tbf_set_rate(q.get(), rate, bucket, 0);
   nl_msg* msg = nullptr;
   // Create at set-up, change in place afterwards (the same handle under the same class).
   int e = rtnl_qdisc_build_add_request(q.get(), NLM_F_CREATE | NLM_F_REPLACE, &msg);
+  if (e >= 0 && p.paused) e = append_to_options(msg, TCA_TBF_BURST, uint32_t(bucket));
   queue(msg, e, what);
 }
 

@@ -60,12 +60,12 @@ struct SchedulerSpec {
   uint64_t rate_bps = 0;           // emulated link rate, bit/s
   uint32_t mtu = 1500;
   std::array<uint32_t, 8> fifo_limit{};  // bytes, per priority
-  uint8_t pausable = 0;  // priorities whose leaf is a TBF (pause = its rate near zero)
+  uint8_t pausable = 0;  // priorities whose leaf is a TBF (pause = its rate at 1 byte/s)
 };
 
 // Pausing priority `prio` of a port (PFC received), or resuming it: the TBF leaf under the
-// priority's class goes to one frame per few seconds and back to the line rate. Queued packets stay
-// queued; TBF refills its one-frame bucket on each change, so a pause may let one frame out.
+// priority's class goes to 1 byte/s (nothing leaves for an hour) and back to the line rate. Queued
+// packets stay queued; TBF refills its one-frame bucket on each change, so a pause may let one frame out.
 inline constexpr int kPauseBucketMargin = 64;  // bytes beyond one frame in a paused TBF's bucket
 struct PauseSpec {
   int ifindex = 0;
