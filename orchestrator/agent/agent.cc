@@ -275,11 +275,14 @@ class Agent {
     auto action = model::wd_action_named(w.action);
     if (!action) return why = "unknown watchdog action '" + w.action + "'", false;
     wd_action_ = *action;
+    auto predicate = model::wd_predicate_named(w.predicate);
+    if (!predicate) return why = "unknown watchdog predicate '" + w.predicate + "'", false;
     const model::WdTiming t{w.detection_ns, w.restoration_ns, w.poll_ns};
     for (const auto& [slot, p] : ports_) {
       if (p.info.flags & RL_PORT_HOST) continue;  // SONiC's watchdog is the switch's
       for (uint32_t q = 0; q < RL_NUM_PRIO; ++q)
-        if (p.pausable(q)) wd_.emplace(key(slot, q), Watched{model::WdQueue(t, *action), false, 0, 0, {}, {}, {}});
+        if (p.pausable(q))
+          wd_.emplace(key(slot, q), Watched{model::WdQueue(t, *action, *predicate), false, 0, 0, {}, {}, {}});
     }
     const uint64_t t0 = now_ns();
     for (size_t n = 0; n < nodes_.size(); ++n) wd_next_.push_back(t0 + uint64_t(cfg_.nodes[n].wd_phase_ns));
@@ -322,8 +325,11 @@ class Agent {
       const rl_counters c = maps_->counters().read(slot, prio);
       s.tx_packets = watch_->read(slot, prio).dequeued;
       s.pfc_rx = c.pfc_rx;
-      if (auto it = paused_.find(k); it != paused_.end())
+      s.pfc_xon_rx = c.pfc_xon_rx;
+      if (auto it = paused_.find(k); it != paused_.end()) {
         s.paused = int64_t(it->second.total_ns + (it->second.on && now > it->second.since_ns ? now - it->second.since_ns : 0));
+        s.paused_now = it->second.on;
+      }
       // A queue its last packet (or probe) left empty holds nothing: not probed.
       if (c.depth_after) {
         auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);

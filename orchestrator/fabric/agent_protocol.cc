@@ -25,7 +25,7 @@ ordered_json to_json(const AgentConfig& c) {
   return {{"instance", c.instance}, {"state_path", c.state_path}, {"socket_path", c.socket_path},
           {"nodes", nodes}, {"ports", ports},
           {"watchdog", {{"enabled", w.enabled}, {"detection_ns", w.detection_ns}, {"restoration_ns", w.restoration_ns},
-                        {"poll_ns", w.poll_ns}, {"action", w.action}}}};
+                        {"poll_ns", w.poll_ns}, {"action", w.action}, {"predicate", w.predicate}}}};
 }
 
 std::optional<AgentConfig> config_from_json(const json& j, std::string& why) {
@@ -57,6 +57,7 @@ std::optional<AgentConfig> config_from_json(const json& j, std::string& why) {
     c.watchdog.restoration_ns = w.at("restoration_ns").get<int64_t>();
     c.watchdog.poll_ns = w.at("poll_ns").get<int64_t>();
     c.watchdog.action = w.at("action").get<std::string>();
+    c.watchdog.predicate = w.at("predicate").get<std::string>();
     if (c.watchdog.enabled && (c.watchdog.poll_ns <= 0 || c.watchdog.detection_ns <= 0 || c.watchdog.restoration_ns <= 0))
       throw std::out_of_range("watchdog times must be above 0");
     return c;

@@ -39,6 +39,7 @@ struct AgentWatchdog {
   bool enabled = false;
   int64_t detection_ns = 0, restoration_ns = 0, poll_ns = 0;  // wall clock: physical x D
   std::string action = "drop";
+  std::string predicate = "mellanox";
 };
 
 struct AgentConfig {

@@ -95,6 +95,7 @@ KernelPlan plan_kernel(const model::Scenario& s) {
     kp.wd_restoration_ns = s.scale.emulate(*w.restoration).ns;
     kp.wd_poll_ns = s.scale.emulate(*w.poll).ns;
     kp.wd_action = w.action;
+    kp.wd_predicate = w.predicate;
     kp.seed = s.seed;
   }
   if (s.qos.pfc.headroom) kp.pfc_headroom = static_cast<uint32_t>(std::min<uint64_t>(s.qos.pfc.headroom->n, UINT32_MAX));
@@ -184,7 +185,7 @@ AgentConfig agent_config(const KernelPlan& kp, const std::string& instance) {
   cfg.state_path = std::string(sys::kStateDir) + "/" + instance + ".state";
   cfg.socket_path = agent_socket_path(instance);
   cfg.watchdog = {kp.watchdog, kp.wd_detection_ns, kp.wd_restoration_ns, kp.wd_poll_ns,
-                  std::string(model::wd_action_name(kp.wd_action))};
+                  std::string(model::wd_action_name(kp.wd_action)), kp.wd_predicate};
   for (size_t x = 0; x < kp.nodes.size(); ++x) {
     const NodePlan& np = kp.nodes[x];
     const int64_t phase = kp.watchdog ? int64_t(splitmix64(kp.seed ^ fnv1a(np.node) ^ 0x7764) % uint64_t(kp.wd_poll_ns)) : 0;

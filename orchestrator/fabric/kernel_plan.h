@@ -69,6 +69,7 @@ struct KernelPlan {
   uint64_t seed = 0;  // the scenario's: seeds each switch's watchdog poll phase
   int64_t wd_detection_ns = 0, wd_restoration_ns = 0, wd_poll_ns = 0;
   model::WdAction wd_action = model::WdAction::kDrop;
+  std::string wd_predicate = "mellanox";
   std::vector<NodePlan> nodes;  // same order as Scenario::nodes
   std::vector<VethPlan> veths;  // same order as Scenario::links
 };

@@ -672,6 +672,8 @@ class Loader {
     if (auto pv = m->take("poll_interval")) w.poll = r_.duration(*pv, Duration{100 * ms.ns}, Duration{3000 * ms.ns});
     if (auto av = m->take("action"))
       if (auto a = r_.choice(*av, {"drop", "forward", "alert"})) w.action = *wd_action_named(*a);
+    if (auto pv = m->take("predicate"))
+      if (auto p = r_.choice(*pv, {"mellanox", "broadcom"})) w.predicate = *p;
     m->done();
   }
 

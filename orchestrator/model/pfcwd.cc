@@ -23,6 +23,17 @@ bool mellanox_storm(const WdSample& prev, const WdSample& now) {
          double(now.paused - prev.paused) > 0.99 * double(span);
 }
 
+bool broadcom_storm(const WdSample& prev, const WdSample& now) {
+  return now.t > prev.t && now.pfc_rx > prev.pfc_rx && now.pfc_xon_rx == prev.pfc_xon_rx && prev.paused_now &&
+         now.paused_now;
+}
+
+std::optional<WdPredicate> wd_predicate_named(std::string_view name) {
+  if (name == "mellanox") return mellanox_storm;
+  if (name == "broadcom") return broadcom_storm;
+  return std::nullopt;
+}
+
 WdQueue::WdQueue(WdTiming t, WdAction a, WdPredicate storm) : t_(t), action_(a), storm_(storm), left_(t.detection) {}
 
 WdQueue::Event WdQueue::poll(const WdSample& now) {

@@ -25,6 +25,8 @@ struct WdSample {
   uint64_t tx_packets = 0;     // data packets the queue sent
   int64_t paused = 0;          // time received PFC has held the queue, a pause in force included
   uint64_t pfc_rx = 0;         // PFC frames received naming its priority
+  uint64_t pfc_xon_rx = 0;     // of those, XONs (pause time 0): each ends a pause, XOFF -> XON
+  bool paused_now = false;     // a received XOFF holds the queue as it is read
 };
 
 // Whether the poll from `prev` to `now` looks like a storm. The default is the current
@@ -32,6 +34,12 @@ struct WdSample {
 // more than 99 % of the poll. (The old rule, paused >= 80 %, fired on gray slow receivers.)
 using WdPredicate = bool (*)(const WdSample& prev, const WdSample& now);
 bool mellanox_storm(const WdSample& prev, const WdSample& now);
+// Broadcom's (pfc_detect_broadcom.lua): PFC frames arrived this poll, none was an XON (no
+// XOFF -> XON transition), and the queue was paused at this poll and the last. It reads
+// no queue depth: a paused empty queue under a storm counts.
+bool broadcom_storm(const WdSample& prev, const WdSample& now);
+// By the name a scenario gives it (qos.pfc.watchdog.predicate): mellanox | broadcom.
+std::optional<WdPredicate> wd_predicate_named(std::string_view name);
 
 class WdQueue {
  public:

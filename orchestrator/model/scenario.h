@@ -139,6 +139,7 @@ struct WatchdogConfig {
   bool enabled = false;
   std::optional<Duration> detection, restoration, poll;
   WdAction action = WdAction::kDrop;
+  std::string predicate = "mellanox";  // the ASIC's storm rule (model/pfcwd.h): mellanox | broadcom
 };
 
 struct PfcConfig {

@@ -108,7 +108,8 @@ ordered_json qos_json(const Qos& q) {
     pfc["watchdog"] = {{"detection_time", format_duration(*w.detection)},
                        {"restoration_time", format_duration(*w.restoration)},
                        {"poll_interval", format_duration(*w.poll)},
-                       {"action", model::wd_action_name(w.action)}};
+                       {"action", model::wd_action_name(w.action)},
+                       {"predicate", w.predicate}};
   j["pfc"] = pfc;
   j["buffer"] = {{"size", format_bytes(q.buffer.size)}, {"dynamic_th", q.buffer.dynamic_th}};
   return j;

@@ -3,7 +3,8 @@
 host1 sends to it and to a healthy host (the victim). `forward` lets the stormed queue send
 and drops nothing; `alert` only reports and restores on the first clean poll; a storm
 shorter than half the detection time is never declared and loses nothing; a gray slow
-receiver that pauses part of every poll does not trip the default predicate. (`drop` runs
+receiver that pauses part of every poll does not trip the default predicate; Broadcom's
+predicate finds the storm in the same window. (`drop` runs
 as scenarios/pfc-watchdog.yaml.) 1G links at D = 10; times physical. Needs root."""
 import json
 import os
@@ -34,7 +35,7 @@ links:
 qos:
   profile: pfc-only
   pfc:
-    watchdog: {{detection_time: 200ms, restoration_time: 400ms, poll_interval: 100ms, action: {action}}}
+    watchdog: {{detection_time: 200ms, restoration_time: 400ms, poll_interval: 100ms, action: {action}, predicate: {predicate}}}
 hosts: {{dcqcn: off}}
 workloads:
   - {{name: tostorm, type: write_bw, from: host1, to: host3, message: 1MB, iterations: {iters}}}
@@ -68,10 +69,11 @@ class Watchdog(unittest.TestCase):
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
 
-    def run_case(self, tag, action, fault, iters=40, seed=3):
+    def run_case(self, tag, action, fault, iters=40, seed=3, predicate="mellanox"):
         path = os.path.join(self.tmp, tag + ".yaml")
         with open(path, "w") as f:
-            f.write(BASE.format(name=f"wd{tag}{os.getpid() % 1000}", seed=seed, action=action, fault=fault, iters=iters))
+            f.write(BASE.format(name=f"wd{tag}{os.getpid() % 1000}", seed=seed, action=action, fault=fault, iters=iters,
+                                predicate=predicate))
         out = os.path.join(self.tmp, tag)
         r = subprocess.run([ROCELAB, "run", path, "--out", out], capture_output=True, text=True, timeout=600)
         with open(os.path.join(out, "results.json")) as f:
@@ -117,6 +119,19 @@ class Watchdog(unittest.TestCase):
         self.assertEqual(total("pfcwd_storms"), 0)
         self.assertEqual(total("drops"), 0)
         self.assertEqual(m["retransmits"], 0)
+
+    def test_the_broadcom_predicate_detects_the_storm_in_the_same_window(self):
+        m, flows, total, _ = self.run_case("bcm", "drop", '{type: pause_storm, target: "host3:nic0", at: 150ms, duration: 400ms, priority: 3}',
+                                           predicate="broadcom")
+        det, res = m["pfcwd_detected_at"][0]["value"], m["pfcwd_restored_at"][0]["value"]
+        print(f"\nbroadcom: detected at {det:.3f} s, restored at {res:.3f} s; victim after detection "
+              f"{rate(flows['victim'], det + 0.01, 0.55) / 1e6:.0f} Mbit/s", file=sys.stderr)
+        self.assertEqual(total("pfcwd_storms"), 1)
+        self.assertEqual(total("pfcwd_storms", port="host3"), 1)
+        self.assertTrue(0.35 < det <= 0.45, det)
+        self.assertTrue(0.95 < res <= 1.05, res)
+        self.assertGreater(rate(flows["victim"], det + 0.01, 0.55), 0.8e9, "the victim recovers")
+        self.assertEqual(total("pfcwd_tx_dropped"), total("drops", reason="pfcwd"))
 
     def test_a_gray_slow_receiver_does_not_trip_the_default_predicate(self):
         # Draining at 30 % of 1G against host1's ~490 Mbit/s to it: the switch port toward it is

@@ -101,6 +101,34 @@ TEST(PfcWatchdog, TheDefaultPredicateWantsAStuckQueuePausedAlmostAllThePoll) {
 
 constexpr const char* kFabric = "name: wd\nscale: 10\nfabric: {type: leaf-spine, spines: 1, leaves: 2, hosts_per_leaf: 2}\n";
 
+// Broadcom's rule reads PFC frames and pause state, not the queue: frames this poll, no XON
+// among them, paused at this poll and the last.
+TEST(PfcWatchdog, TheBroadcomPredicateWantsFramesWithoutXonAndAPauseAtBothPolls) {
+  auto at = [](int64_t t, uint64_t rx, uint64_t xon, bool paused) {
+    WdSample s;
+    s.t = t, s.pfc_rx = rx, s.pfc_xon_rx = xon, s.paused_now = paused;
+    return s;
+  };
+  EXPECT_TRUE(model::broadcom_storm(at(0, 10, 2, true), at(100, 20, 2, true)));
+  EXPECT_FALSE(model::broadcom_storm(at(0, 10, 2, true), at(100, 20, 3, true)));   // an XON came
+  EXPECT_FALSE(model::broadcom_storm(at(0, 10, 2, false), at(100, 20, 2, true)));  // not paused last poll
+  EXPECT_FALSE(model::broadcom_storm(at(0, 10, 2, true), at(100, 10, 2, true)));   // no frame this poll
+  EXPECT_FALSE(model::broadcom_storm(at(0, 10, 2, true), at(100, 20, 2, false)));  // released now
+  // A gray receiver pauses and releases every poll: never stormed. A storm is, after 200.
+  WdQueue gray({200, 400, 100}, WdAction::kDrop, model::broadcom_storm), storm = gray;
+  uint64_t rx = 0, xon = 0;
+  for (int64_t t = 0; t <= 1000; t += 100) {
+    rx += 3, xon += 1;
+    EXPECT_EQ(gray.poll(at(t, rx, xon, true)), Ev::kNone) << t;
+  }
+  Ev last = Ev::kNone;
+  for (int64_t t = 0; t <= 200; t += 100) last = storm.poll(at(t, 5 * uint64_t(t), 0, true));
+  EXPECT_EQ(last, Ev::kDetected);
+  EXPECT_EQ(model::wd_predicate_named("broadcom"), model::broadcom_storm);
+  EXPECT_EQ(model::wd_predicate_named("mellanox"), model::mellanox_storm);
+  EXPECT_FALSE(model::wd_predicate_named("marvell"));
+}
+
 TEST(PfcWatchdogConfig, SonicDefaultsFillWhatIsUnset) {
   auto s = testing::must_load(std::string(kFabric) + "qos: {pfc: {watchdog: on}}\n");
   const auto& w = s.qos.pfc.watchdog;
@@ -109,6 +137,10 @@ TEST(PfcWatchdogConfig, SonicDefaultsFillWhatIsUnset) {
   EXPECT_EQ(w.restoration->ns, 400'000'000);
   EXPECT_EQ(w.poll->ns, 200'000'000);
   EXPECT_EQ(w.action, WdAction::kDrop);
+  EXPECT_EQ(w.predicate, "mellanox");
+  EXPECT_EQ(testing::must_load(std::string(kFabric) + "qos: {pfc: {watchdog: {predicate: broadcom}}}\n")
+                .qos.pfc.watchdog.predicate,
+            "broadcom");
   auto t = testing::must_load(std::string(kFabric) + "qos: {pfc: {watchdog: {detection_time: 1s, action: alert}}}\n");
   EXPECT_EQ(t.qos.pfc.watchdog.restoration->ns, 2'000'000'000);
   EXPECT_EQ(t.qos.pfc.watchdog.action, WdAction::kAlert);
@@ -122,6 +154,7 @@ TEST(PfcWatchdogConfig, BadSettingsAreRefusedWithSonicsRanges) {
       {"{restoration_time: 61s}", "60s"},
       {"{detection_time: 200ms, poll_interval: 300ms}", "poll_interval 300ms is longer than detection_time 200ms"},
       {"{action: shutdown}", "drop"},
+      {"{predicate: marvell}", "broadcom"},
       {"{detect: 200ms}", "detect"},
       {"maybe", "on"},
   };
