@@ -449,6 +449,7 @@ class Agent {
       uint64_t done = now_ns();
       st.since_ns = done;
       maps_->set_pause_clock(e.slot, e.prio, done, st.total_ns);
+      log_pause(done, e.slot, e.prio, true);
       if (done > e.ts_ns && latencies_.size() < 1'000'000) latencies_.push_back(done - e.ts_ns);
     }
   }
@@ -469,7 +470,13 @@ class Agent {
     st.on = false;
     st.total_ns += now - st.since_ns;
     maps_->set_pause_clock(p.cfg->slot, prio, 0, st.total_ns);
+    log_pause(now, p.cfg->slot, prio, false);
     return true;
+  }
+
+  void log_pause(uint64_t t, uint32_t slot, uint32_t prio, bool paused) {
+    if (fig_.pause_log.size() < fabric::kPauseLogMax) fig_.pause_log.push_back({t, slot, prio, paused});
+    else ++fig_.pause_log_dropped;
   }
 
   // For every ingress port this switch paused (a paused port sends nothing, so no packet of

@@ -717,7 +717,7 @@ const std::vector<Command>& commands() {
        cmd_graph},
       {"run", "SCENARIO", "run a scenario end to end and write a run directory",
        "validate -> up -> workloads and faults -> collect -> assertions -> down. Writes\n"
-       "RUN_DIR/{scenario.yaml, resolved.json, results.json, events.jsonl, junit.xml}.\n"
+       "RUN_DIR/{scenario.yaml, resolved.json, results.json, events.jsonl, junit.xml, pfc.txt}.\n"
        "Exit codes: 0 pass, 1 an expect: assertion failed, 2 invalid run (the machine did not\n"
        "keep up), 3 bad input, 4 environment (missing capability, not root, not built).",
        "rocelab run scenarios/quickstart.yaml\n  rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml\n"

@@ -89,6 +89,13 @@ struct DeadlockFigures {
   uint64_t since_ns = 0, detected_ns = 0, ended_ns = 0;
 };
 
+// A pause taking effect or ending on a port-priority (the HPCC simulator's pfc.txt events).
+struct PauseEvent {
+  uint64_t t_ns = 0;  // CLOCK_MONOTONIC
+  uint32_t slot = 0, prio = 0;
+  bool paused = true;  // else resumed
+};
+
 // What the agent did, as of the moment it was asked. Times are emulated nanoseconds.
 struct AgentFigures {
   uint64_t events = 0;      // PFC events the ingress programs handed over
@@ -106,9 +113,13 @@ struct AgentFigures {
   std::vector<WatchdogQueueFigures> watchdog;  // every watched queue (empty: no watchdog)
   std::vector<WatchdogEvent> wd_events;
   std::vector<DeadlockFigures> deadlocks;
+  std::vector<PauseEvent> pause_log;  // in order, the first kPauseLogMax of the run
+  uint64_t pause_log_dropped = 0;     // events beyond it
   std::vector<PortLeakFigures> leaks;
   std::vector<PortPauseFigures> paused;
 };
+
+inline constexpr size_t kPauseLogMax = 200'000;
 
 nlohmann::ordered_json to_json(const AgentConfig& c);
 std::optional<AgentConfig> config_from_json(const nlohmann::json& j, std::string& why);

@@ -310,8 +310,14 @@ Status traffic_phase(RunContext& c) {
 Status collect_phase(RunContext& c) {
   for (const auto& sink : telemetry::sinks().all()) {
     ordered_json record = ordered_json::object();
-    telemetry::Collect col{c.s, c.plan(), *c.testbed, c.metrics, c.notes, c.invalid, record, c.traffic_t0_ns};
+    std::map<std::string, std::string> files;
+    telemetry::Collect col{c.s, c.plan(), *c.testbed, c.metrics, c.notes, c.invalid, record, c.traffic_t0_ns, &files};
     if (auto st = sink.collect(col); !st) return st;
+    for (const auto& [name, text] : files) {
+      std::ofstream f(c.dir / name);
+      f << text;
+      if (!f) return error(Errc::kEnvironment, "cannot write " + (c.dir / name).string());
+    }
     c.events->add("collected", {{"sink", sink.type}, {"record", record}});
   }
   return ok();

@@ -112,6 +112,34 @@ void deadlock_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns
   c.record["pfc_deadlocks"] = std::move(events);
 }
 
+// pfc.txt as the HPCC simulator writes it, so its analysis scripts read ours: a line per
+// pause taking effect (type 1) or ending (type 0), `time node nodeType ifIdx type`, time in
+// physical ns from the traffic's start, node the scenario's node index, nodeType 1 for a
+// switch and 0 for a host, ifIdx the port's index on its node from 1 (0 is the loopback).
+void pfc_txt(Collect& c, const fabric::AgentFigures& a) {
+  if (!c.files) return;
+  struct Where {
+    size_t node, ifidx;
+    bool host;
+  };
+  std::map<uint32_t, Where> by_slot;
+  for (size_t x = 0; x < c.plan.nodes.size(); ++x)
+    for (size_t i = 0; i < c.plan.nodes[x].ports.size(); ++i)
+      by_slot[uint32_t(c.plan.nodes[x].ports[i].slot)] = {x, i + 1, c.plan.nodes[x].host};
+  const double d = c.scenario.scale.factor();
+  std::string out;
+  for (const auto& e : a.pause_log) {
+    auto it = by_slot.find(e.slot);
+    if (it == by_slot.end() || int64_t(e.t_ns) < c.t0_ns) continue;
+    const auto ns = uint64_t(double(int64_t(e.t_ns) - c.t0_ns) / d);
+    out += fmt::format("{} {} {} {} {}\n", ns, it->second.node, it->second.host ? 0 : 1, it->second.ifidx, e.paused ? 1 : 0);
+  }
+  (*c.files)["pfc.txt"] = std::move(out);
+  if (a.pause_log_dropped)
+    c.notes.push_back(fmt::format("pfc.txt holds the first {} pause events; {} more were not kept", a.pause_log.size(),
+                                  a.pause_log_dropped));
+}
+
 }  // namespace
 
 Sink agent_sink() {
@@ -138,6 +166,8 @@ Sink agent_sink() {
               headroom_metrics(c, a);
             }
             c.record = fabric::to_json(a);
+            c.record.erase("pause_log");  // in pfc.txt, not in the event log
+            pfc_txt(c, a);
             watchdog_metrics(c, a);
             deadlock_metrics(c, a, uint64_t(c.testbed.clock().now()));
             return ok();

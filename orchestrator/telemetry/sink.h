@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -27,6 +28,7 @@ struct Collect {
   std::string& invalid;             // set (if empty) when the figures show the machine did not keep up
   nlohmann::ordered_json& record;   // the sink's own section for the event log
   int64_t t0_ns = 0;                // the Testbed clock at the traffic phase's start (0: none)
+  std::map<std::string, std::string>* files = nullptr;  // name -> text, written into the run directory
 };
 
 struct Sink {

@@ -144,6 +144,29 @@ class Watchdog(unittest.TestCase):
         self.assertTrue(0.2 < paused / span < 0.8, paused / span)
         self.assertEqual(total("pfcwd_storms"), 0)
         self.assertEqual(total("drops"), 0)
+        # pfc.txt, the HPCC simulator's format (time node nodeType ifIdx type): its pause
+        # intervals add up to each port's port_pause_time.
+        with open(os.path.join(self.tmp, "gray", "resolved.json")) as f:
+            names = list(json.load(f)["derived"]["nodes"])
+        opened, held, lines = {}, {}, 0
+        with open(os.path.join(self.tmp, "gray", "pfc.txt")) as f:
+            for line in f:
+                t, node, kind, ifidx, typ = map(int, line.split())
+                lines += 1
+                self.assertEqual(kind, 0 if names[node].startswith("host") else 1, line)
+                key = (names[node], ifidx)
+                if typ == 1:
+                    self.assertNotIn(key, opened, line)
+                    opened[key] = t
+                else:
+                    held[key] = held.get(key, 0) + t - opened.pop(key)
+        self.assertGreater(lines, 10)
+        self.assertIn(("sw", 3), held)  # sw's third port, toward host3
+        for (node, ifidx), ns in held.items():
+            if (node, ifidx) in opened:
+                continue  # a pause still in force when the run collected: its end is not in the file
+            port = "host3" if node == "sw" else "nic0"
+            self.assertAlmostEqual(ns / 1e9, total("port_pause_time", node=node, port=port, prio="3"), delta=1e-6)
 
 
 if __name__ == "__main__":
