@@ -315,7 +315,6 @@ class Agent {
         wd_next_[n] = std::max(wd_next_[n] + uint64_t(cfg_.watchdog.poll_ns), now + 1);
       }
     if (!any) return;
-    std::string why;
     for (auto& [k, w] : wd_) {
       const uint32_t slot = uint32_t(k >> 3), prio = uint32_t(k & 7);
       Port& p = ports_.at(slot);
@@ -330,16 +329,20 @@ class Agent {
         s.paused = int64_t(it->second.total_ns + (it->second.on && now > it->second.since_ns ? now - it->second.since_ns : 0));
         s.paused_now = it->second.on;
       }
-      // A queue its last packet (or probe) left empty holds nothing: not probed.
-      if (c.depth_after) {
-        auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
-        auto d = scope ? bpf::probe_depth(maps_->egress_program(), p.cfg->ifindex, prio, why) : std::nullopt;
-        s.holds_packets = d && *d > 0;
-      }
+      s.holds_packets = c.depth_after && holds_packets(p, prio);
       const auto ev = w.q.poll(s);
       if (ev == model::WdQueue::Event::kDetected) storm_detected(p, prio, w, now);
       else if (ev == model::WdQueue::Event::kRestored) storm_restored(p, prio, w, now);
     }
+  }
+
+  // Whether the queue holds packets now, by the egress program's probe (which also syncs its
+  // PG runs). Callers skip queues whose last packet or probe left them empty (depth_after 0).
+  bool holds_packets(const Port& p, uint32_t prio) {
+    std::string why;
+    auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
+    auto d = scope ? bpf::probe_depth(maps_->egress_program(), p.cfg->ifindex, prio, why) : std::nullopt;
+    return d && *d > 0;
   }
 
   // The wait-for graph (model/deadlock.h) of switch queues toward switches: paused, holding
@@ -347,7 +350,6 @@ class Agent {
   // none for one pause time at the port's rate.
   void look_for_deadlocks(uint64_t now) {
     std::vector<model::WaitQueue> qs;
-    std::string why;
     for (const auto& [slot, p] : ports_) {
       if (p.cfg->peer < 0) continue;
       for (uint32_t prio = 0; prio < RL_NUM_PRIO; ++prio) {
@@ -357,12 +359,8 @@ class Agent {
         const bool paused = it != paused_.end() && it->second.on;
         const uint64_t dequeued = watch_->read(slot, prio).dequeued;
         uint64_t& seen = dequeued_seen_[k];
-        bool holds = false;
-        if (paused && dequeued == seen && maps_->counters().read(slot, prio).depth_after) {
-          auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
-          auto d = scope ? bpf::probe_depth(maps_->egress_program(), p.cfg->ifindex, prio, why) : std::nullopt;
-          holds = d && *d > 0;
-        }
+        const bool holds =
+            paused && dequeued == seen && maps_->counters().read(slot, prio).depth_after && holds_packets(p, prio);
         seen = dequeued;
         const int64_t pause_ns = int64_t(uint64_t(pfc_.pfc_quanta) * p.info.quantum_ps / 1000);
         qs.push_back({k, p.cfg->node, size_t(p.cfg->peer), prio, paused, holds, dequeued, pause_ns});

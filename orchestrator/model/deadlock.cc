@@ -53,8 +53,7 @@ std::vector<std::vector<uint64_t>> cycles(std::vector<Edge> edges) {
   std::set<size_t> done;
   for (const auto& [v, p] : part) {  // nodes in order: each part's walk starts at its least
     if (done.count(p)) continue;
-    std::vector<size_t> path;
-    std::vector<uint64_t> keys;
+    std::vector<uint64_t> keys;  // the walk's edges; at: where each node's edge sits in it
     std::map<size_t, size_t> at;
     for (size_t u = v; !at.count(u);) {
       const Edge* step = nullptr;
@@ -64,8 +63,7 @@ std::vector<std::vector<uint64_t>> cycles(std::vector<Edge> edges) {
           break;
         }
       if (!step) break;  // a part of one node without a self-loop: no cycle
-      at[u] = path.size();
-      path.push_back(u);
+      at[u] = keys.size();
       keys.push_back(step->key);
       u = step->to;
       if (at.count(u)) {
