@@ -592,6 +592,8 @@ int rl_egress(struct __sk_buff *skb)
 		cnt->depth_after = after;
 		if (after > cnt->depth_max)
 			cnt->depth_max = after; /* racy between CPUs: within one packet */
+		if (after > cnt->depth_peak)
+			cnt->depth_peak = after;
 		__sync_fetch_and_add(&cnt->tx_packets, 1);
 		__sync_fetch_and_add(&cnt->tx_bytes, len);
 	}

@@ -95,6 +95,9 @@ struct rl_counters {
 	 * this queue is stormed with action drop. Egress then drops what would join the queue
 	 * (reason pfcwd), ingress what arrives on the port with this priority (pfcwd_rx). */
 	__u64 wd_drop;
+	/* The most the class held after an admitted packet joined it since the time-series
+	 * sampler last took it (it swaps in 0 through the mapping): each sample's peak. */
+	__u64 depth_peak;
 };
 
 /* The ECN curve of one priority: probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin)
@@ -286,7 +289,7 @@ struct rl_depth_override {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct rl_counters) == 25 * 8, "rl_counters layout");
+static_assert(sizeof(struct rl_counters) == 26 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
 static_assert(sizeof(struct rl_port_info) == 104, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");

@@ -43,6 +43,7 @@ class FabricMaps {
   bool tx_state(uint32_t key, rl_pfc_tx_state& out, std::string& why) const;
   bool set_tx_state(uint32_t key, const rl_pfc_tx_state& v, std::string& why) const;
   const Counters& counters() const { return *counters_; }
+  uint64_t take_peak(uint32_t slot, uint32_t prio) const { return counters_->take_peak(slot, prio); }
   // The agent's record of a port-priority's pauses (rl_counters.paused_*).
   bool set_pause_clock(uint32_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns) const {
     return counters_->set_pause_clock(slot, prio, since_ns, total_ns);

@@ -43,6 +43,12 @@ bool Counters::set_wd_drop(size_t slot, uint32_t prio, bool drop) {
   return true;
 }
 
+uint64_t Counters::take_peak(size_t slot, uint32_t prio) {
+  const size_t i = slot * RL_NUM_PRIO + prio;
+  if (!base_ || !writable_ || i >= entries_) return 0;
+  return __atomic_exchange_n(&(static_cast<rl_counters*>(base_) + i)->depth_peak, uint64_t{0}, __ATOMIC_ACQ_REL);
+}
+
 uint64_t Counters::paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const {
   const size_t i = slot * RL_NUM_PRIO + prio;
   if (!base_ || i >= entries_) return 0;

@@ -34,6 +34,8 @@ class Counters {
   bool set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns);
   // The PFC watchdog's drop action on a queue (rl_counters.wd_drop), likewise.
   bool set_wd_drop(size_t slot, uint32_t prio, bool drop);
+  // The queue's peak since the last take (rl_counters.depth_peak), reset to 0 as it is read.
+  uint64_t take_peak(size_t slot, uint32_t prio);
   // Time `slot`/`prio` spent paused up to `now_ns` (a pause in force included).
   uint64_t paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const;
 

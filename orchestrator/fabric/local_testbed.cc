@@ -176,6 +176,33 @@ Result<std::vector<PortStats>> LocalTestbed::counters(const std::vector<PortRef>
   return out;
 }
 
+Result<std::vector<PortStats>> LocalTestbed::sample() {
+  std::vector<PortStats> out;
+  std::string why;
+  for (size_t node = 0; node < nodes_.size(); ++node) {
+    std::optional<sys::NetnsScope> in;  // entered only when a queue needs a probe
+    for (const PortInfo& pi : nodes_[node].ports) {
+      PortStats ps{nodes_[node].name, pi.name, pi.ifindex, {}};
+      for (uint32_t p = 0; p < RL_NUM_PRIO; ++p) {
+        rl_counters& c = ps.prio[p].c;
+        c = maps_->counters().read(pi.slot, p);
+        c.depth_peak = maps_->take_peak(pi.slot, p);
+        if (!c.depth_after) continue;  // its last packet (or probe) left it empty
+        if (!in) {
+          auto scope = sys::NetnsScope::enter(netns_fd(node), why);
+          if (!scope) return env(nodes_[node].name + ": " + why);
+          in.emplace(std::move(*scope));
+        }
+        auto d = bpf::probe_depth(maps_->egress_program(), pi.ifindex, p, why);
+        if (!d) return env(ps.node + ":" + ps.port + ": " + why);
+        ps.prio[p].depth_bytes = *d;
+      }
+      out.push_back(std::move(ps));
+    }
+  }
+  return out;
+}
+
 Result<std::optional<AgentFigures>> LocalTestbed::agent_figures() {
   if (agent_socket_.empty()) return std::optional<AgentFigures>();
   std::string why;

@@ -93,6 +93,11 @@ class Testbed {
 
   // Counters per port and priority, with the shaper's own figures (every port when empty).
   virtual Result<std::vector<PortStats>> counters(const std::vector<PortRef>& ports) = 0;
+  // The same cheaply, for a sampler that asks often: the counter map as it stands, each
+  // queue that may hold packets probed for its exact depth (depth_bytes), and in
+  // c.depth_peak the most each queue held since the previous sample (then reset). No HTB
+  // dump: shaper_* stay 0. A fake testbed answers with counters().
+  virtual Result<std::vector<PortStats>> sample() { return counters({}); }
   // The agent's figures as of now; nullopt when the fabric has no agent (no PFC priority).
   virtual Result<std::optional<AgentFigures>> agent_figures() = 0;
 

@@ -101,6 +101,7 @@ class Loader {
     if (auto v = m->take("faults")) read_faults(*v, s.faults);
     if (auto v = m->take("expect")) read_expect(*v, s.expect);
     if (auto v = m->take("capture")) read_capture(*v, s.capture);
+    if (auto v = m->take("telemetry")) read_telemetry(*v, s.telemetry);
     m->take("derived");  // output-only section of a resolved dump: recomputed, never read
     m->done();
     return raw;
@@ -777,6 +778,17 @@ class Loader {
         for (const auto& it : *items)
           if (auto s = r_.string(it)) c.ports.push_back(*s);
     if (auto sv = m->take("snaplen")) if (auto b = r_.bytes(*sv, Bytes{64}, Bytes{65535})) c.snaplen = *b;
+    m->done();
+  }
+
+  void read_telemetry(const Value& v, Telemetry& t) {
+    auto m = r_.map(v);
+    if (!m) return;
+    t.pos = v.pos;
+    if (auto sv = m->take("series"))
+      if (auto c = r_.choice(*sv, {"on", "off"})) t.series = *c == "on";
+    // Physical: 1 ns .. 1 s (the wall-clock floor is the sampler's, applied at run time).
+    if (auto iv = m->take("interval")) t.interval = r_.duration(*iv, Duration{1}, Duration{1'000'000'000});
     m->done();
   }
 

@@ -280,6 +280,15 @@ struct Capture {
   Bytes snaplen{128};
 };
 
+// What a run records while the traffic runs (telemetry/series.cc): time series sampled
+// every `interval` of physical time (unset: 10 us, or 5 ms of wall clock / D when that is
+// longer, so files stay small and the sampler light).
+struct Telemetry {
+  Position pos;
+  bool series = true;
+  std::optional<Duration> interval;
+};
+
 struct Scenario {
   std::string file;
   std::string name;  // instance name: the prefix of everything the testbed makes
@@ -297,6 +306,7 @@ struct Scenario {
   std::vector<Fault> faults;
   std::vector<Expectation> expect;
   Capture capture;
+  Telemetry telemetry;
 
   std::optional<size_t> find_node(std::string_view name) const;
   size_t count(NodeKind k) const;

@@ -44,6 +44,7 @@ struct RunContext {
   std::unique_ptr<fabric::LocalTestbed> testbed;
   std::optional<fabric::Reachability> reach;
   std::optional<workload::WorkloadRun> workloads;
+  std::map<std::string, std::unique_ptr<telemetry::Recorder>> recorders;  // by sink, while the traffic runs
   std::optional<WorkloadAnalysis> analysis;
   ordered_json faults;
   int64_t traffic_t0_ns = 0;   // the Testbed clock when the traffic phase (its fault timeline) began
@@ -258,11 +259,16 @@ Status traffic_phase(RunContext& c) {
   // The fault timeline's clock starts with the workloads'.
   fault::Timeline timeline(c.s, *c.testbed);
   Status st = ok();
+  for (const auto& sink : telemetry::sinks().all())
+    if (sink.start)
+      if (auto r = sink.start({c.s, c.plan(), *c.testbed})) c.recorders[sink.type] = std::move(r);
   {
     TimelineThread tt(timeline, c.testbed->clock());
     if (!c.s.workloads.empty()) {
       AgentWatch watch(*c.testbed, c.opts.cancel);
       workload::RunnerOptions ro;
+      // Flow rates on the ports' time base, never coarser than the fairness figures need.
+      ro.trace_every_ns = std::min<int64_t>(telemetry::sample_interval(c.s).wall_ns, ro.trace_every_ns);
       ro.progress = [](const std::string& l) { spdlog::info("workloads: {}", l); };
       ro.cancel = watch.flag();
       c.events->add("phase", {{"name", "workloads"}, {"status", "started"}});
@@ -282,6 +288,7 @@ Status traffic_phase(RunContext& c) {
       tt.wait_all();
     }
   }
+  for (auto& [type, r] : c.recorders) r->stop();
   c.traffic_t0_ns = timeline.started_at();
   timeline.finish(c.testbed->clock().now());
   c.faults = timeline.to_json();
@@ -307,11 +314,48 @@ Status traffic_phase(RunContext& c) {
   return st;
 }
 
+// series-events.csv: what the timelines mark (README "Time series"): faults starting and
+// ending, the watchdog's storms detected and restored, PFC deadlocks seen; physical seconds
+// from the traffic's start.
+std::string events_csv(const RunContext& c) {
+  std::vector<std::pair<double, std::string>> rows;
+  auto csv = [](std::string v) {
+    if (v.find_first_of(",\"\n") == std::string::npos) return v;
+    std::string q = "\"";
+    for (char ch : v) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    return q + "\"";
+  };
+  if (c.faults.is_array())
+    for (const auto& f : c.faults)
+      rows.push_back({f.value("t_s", 0.0), fmt::format("fault_{},{},{}", f.value("action", ""),
+                                                       csv(f.value("target", "")), csv(f.value("type", "")))});
+  auto from_metric = [&](const char* metric, const char* event) {
+    auto it = c.metrics.find(metric);
+    if (it == c.metrics.end()) return;
+    for (const auto& smp : it->second.samples) {
+      auto label = [&](const char* k) {
+        auto l = smp.labels.find(k);
+        return l == smp.labels.end() ? std::string() : l->second;
+      };
+      const std::string target = label("cycle").empty() ? label("node") + ":" + label("port") : label("cycle");
+      rows.push_back({smp.value, fmt::format("{},{},priority {}", event, csv(target), label("prio"))});
+    }
+  };
+  from_metric("pfcwd_detected_at", "pfcwd_storm_detected");
+  from_metric("pfcwd_restored_at", "pfcwd_storm_restored");
+  from_metric("pfc_deadlock_at", "pfc_deadlock");
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string out = "t_s,event,target,detail\n";
+  for (const auto& [t, rest] : rows) out += fmt::format("{:.9f},{}\n", t, rest);
+  return out;
+}
+
 Status collect_phase(RunContext& c) {
   for (const auto& sink : telemetry::sinks().all()) {
     ordered_json record = ordered_json::object();
     std::map<std::string, std::string> files;
     telemetry::Collect col{c.s, c.plan(), *c.testbed, c.metrics, c.notes, c.invalid, record, c.traffic_t0_ns, &files};
+    if (auto it = c.recorders.find(sink.type); it != c.recorders.end()) col.recorder = it->second.get();
     if (auto st = sink.collect(col); !st) return st;
     for (const auto& [name, text] : files) {
       std::ofstream f(c.dir / name);
@@ -320,6 +364,14 @@ Status collect_phase(RunContext& c) {
     }
     c.events->add("collected", {{"sink", sink.type}, {"record", record}});
   }
+  std::map<std::string, std::string> files{{"series-events.csv", events_csv(c)}};
+  if (c.workloads) {
+    files["series-flows.csv"] = flows_csv(*c.workloads, c.traffic_t0_ns, c.s.scale);
+    files["fct.txt"] = fct_txt(*c.workloads, c.plan(), c.traffic_t0_ns, c.s.scale);
+  }
+  std::string why;
+  for (const auto& [name, text] : files)
+    if (!write_text(c.dir / name, text, why)) return error(Errc::kEnvironment, why);
   return ok();
 }
 

@@ -325,4 +325,37 @@ std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalys
   return out;
 }
 
+std::string flows_csv(const workload::WorkloadRun& r, int64_t traffic_t0_ns, const model::TimeScale& scale) {
+  const double d = scale.factor();
+  const double base = double(r.t0_ns - traffic_t0_ns) / 1e9;  // the flows' time 0 on the traffic's clock (wall)
+  std::string out = "t_s,flow,workload,from,to,rate_gbps,delivered_bytes,cnp_received\n";
+  for (size_t i = 0; i < r.flows.size(); ++i) {
+    const auto& f = r.flows[i];
+    for (const auto& p : f.rate_trace)
+      out += fmt::format("{:.9f},{},{},{},{},{:.4f},{},{}\n", (base + p.t_s) / d, i, f.workload, f.from, f.to,
+                         p.rate_bps * d / 1e9, p.delivered, p.cnp_received);
+  }
+  return out;
+}
+
+std::string fct_txt(const workload::WorkloadRun& r, const fabric::KernelPlan& plan, int64_t traffic_t0_ns,
+                    const model::TimeScale& scale) {
+  const double d = scale.factor();
+  auto addr = [&](const std::string& host) -> uint32_t {
+    for (const auto& n : plan.nodes)
+      if (n.node == host) return n.ports.empty() ? n.loopback : n.ports.front().addr;
+    return 0;
+  };
+  const double base = double(r.t0_ns - traffic_t0_ns) / 1e9;
+  std::string out;
+  for (size_t i = 0; i < r.flows.size(); ++i) {
+    const auto& f = r.flows[i];
+    if (f.failed) continue;  // HPCC writes a line when a flow finishes
+    out += fmt::format("{:08x} {:08x} {} 4791 {} {} {} {}\n", addr(f.from), addr(f.to), i, f.bytes,
+                       uint64_t(std::max(0.0, (base + f.start_s) / d * 1e9)), uint64_t(f.fct_s / d * 1e9),
+                       uint64_t(f.ideal_s / d * 1e9));
+  }
+  return out;
+}
+
 }  // namespace rocelab::run

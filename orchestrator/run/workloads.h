@@ -32,6 +32,15 @@ void add_fault_goodput(model::MetricSet& m, const workload::WorkloadRun& r, cons
                        int64_t timeline_t0_ns, const model::TimeScale& scale);
 nlohmann::ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalysis& a,
                                       const model::TimeScale& scale);
+// The flows' files in the run directory (README "Time series"), times physical from the
+// traffic's start (`traffic_t0_ns`, the Testbed clock): series-flows.csv, each flow's DCQCN
+// rate, delivered bytes and CNPs over time; fct.txt, the HPCC simulator's line per flow
+// (sip dip sport dport size start_ns fct_ns standalone_fct_ns; hex addresses, sport the
+// flow's index, dport 4791, standalone = the bytes at line rate: no link delay here).
+std::string flows_csv(const workload::WorkloadRun& r, int64_t traffic_t0_ns, const model::TimeScale& scale);
+std::string fct_txt(const workload::WorkloadRun& r, const fabric::KernelPlan& plan, int64_t traffic_t0_ns,
+                    const model::TimeScale& scale);
+
 std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalysis& a, const model::TimeScale& scale);
 
 }  // namespace rocelab::run

@@ -7,6 +7,7 @@ const Registry<Sink>& sinks() {
   static const Registry<Sink> s({
       port_counters_sink(),
       agent_sink(),
+      series_sink(),
   });
   return s;
 }

@@ -24,7 +24,6 @@ namespace {
 using sys::Nanos;
 
 constexpr uint32_t kTxDepth = 16;           // messages in flight per QP (point to point)
-constexpr Nanos kTraceEvery = 10'000'000;   // rate trace sample period, emulated
 constexpr size_t kTraceMax = 2000;
 constexpr uint64_t kBaseVa = 0x10000000;
 
@@ -338,12 +337,14 @@ void Session::step_streaming(Job& j, Nanos now) {
 // The rate trace and the progress line.
 void Session::sample(Nanos now) {
   if (now >= next_trace_) {
-    next_trace_ = now + kTraceEvery;
+    next_trace_ = now + o_.trace_every_ns;
     for (auto& f : flows_) {
       if (f.started < 0 || f.finished >= 0 || f.r.rate_trace.size() >= kTraceMax) continue;
       FlowResult::TracePoint p{double(now - t0_) / 1e9, 0, 0};
       for (auto& q : f.qps) {
-        p.rate_bps += b_.qp_counters(q.req).rate_bps;
+        const auto req = b_.qp_counters(q.req);
+        p.rate_bps += req.rate_bps;
+        p.cnp_received += req.cnp_received;
         p.delivered += b_.qp_counters(q.resp).rc.delivered_bytes;
       }
       f.r.rate_trace.push_back(p);

@@ -43,6 +43,7 @@ struct FlowResult {
     double t_s;              // since the first workload's start
     double rate_bps;         // the QPs' DCQCN rates, summed
     uint64_t delivered = 0;  // payload bytes the responder has applied in order so far
+    uint64_t cnp_received = 0;  // by the requester's QPs so far
   };
   std::vector<TracePoint> rate_trace;
 };
@@ -86,6 +87,7 @@ struct WorkloadRun {
 struct RunnerOptions {
   std::function<void(const std::string&)> progress;
   const std::atomic<bool>* cancel = nullptr;
+  int64_t trace_every_ns = 10'000'000;  // each flow's rate trace, emulated (wall) ns between points
 };
 
 // `t` gives the hosts' namespaces (its nodes in the plan's order).
