@@ -12,6 +12,8 @@ PKGS=(
   nlohmann-json3-dev libgtest-dev libgmock-dev
   iproute2 python3 tcpdump tshark
   graphviz jq                 # the README's examples pipe into dot and jq
+  libjs-chart.js gnuplot-nox  # report.html inlines Chart.js; plots/*.svg through gnuplot
+  chromium                    # the report's test renders it headless (Debian's; Ubuntu's is a snap)
 )
 # `setup.sh --bench` adds what bench/ compares against (Mininet with Linux bridges).
 if [ "${1:-}" = "--bench" ]; then
@@ -20,6 +22,9 @@ fi
 # Ubuntu ships bpftool inside linux-tools; Debian as its own package.
 if grep -qi ubuntu /etc/os-release 2>/dev/null; then
   PKGS=("${PKGS[@]/bpftool/linux-tools-common}")
+  keep=()
+  for p in "${PKGS[@]}"; do [ "$p" = chromium ] || keep+=("$p"); done  # a snap there: the report test skips, saying why
+  PKGS=("${keep[@]}")
 fi
 
 missing=()

@@ -26,6 +26,7 @@
 #include "run/graph.h"
 #include "run/inject.h"
 #include "run/kinds.h"
+#include "run/report.h"
 #include "run/resolved.h"
 #include "run/results.h"
 #include "run/run.h"
@@ -196,9 +197,39 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     }
   }
   if (!rep.error.empty()) std::cerr << "rocelab run: " << rep.error << "\n";
+  if (!rep.run_dir.empty() && !vm.count("no-report")) {
+    run::ReportOptions ro;
+    ro.run_dir = rep.run_dir;
+    if (auto r = run::write_report(ro)) {
+      for (const auto& n : r->notes) spdlog::warn("report: {}", n);
+      std::cout << "report: " << r->html << "\n";
+    } else {
+      spdlog::warn("report: {}", r.error().what);  // the run's outcome stands; `rocelab report` can retry
+    }
+  }
   if (!rep.run_dir.empty()) std::cout << "run directory: " << rep.run_dir << "\n";
   std::cout << "outcome: " << rep.outcome << " (exit " << rep.exit_code << ")\n";
   return rep.exit_code;
+}
+
+int cmd_report(const po::variables_map& vm, const Globals&) {
+  if (!vm.count("run_dir")) {
+    std::cerr << "rocelab report: which run directory? (rocelab report RUN_DIR)\n";
+    return kExitBadInput;
+  }
+  run::ReportOptions ro;
+  ro.run_dir = vm["run_dir"].as<std::string>();
+  if (vm.count("out")) ro.out = vm["out"].as<std::string>();
+  ro.plots = !vm.count("no-plots");
+  auto r = run::write_report(ro);
+  if (!r) {
+    std::cerr << "rocelab report: " << r.error().what << "\n";
+    return r.error().exit_code();
+  }
+  for (const auto& n : r->notes) std::cerr << "rocelab report: " << n << "\n";
+  std::cout << r->html << "\n";
+  for (const auto& p : r->plots) std::cout << p << "\n";
+  return 0;
 }
 
 int cmd_doctor(const po::variables_map&, const Globals& g) {
@@ -717,7 +748,8 @@ const std::vector<Command>& commands() {
        cmd_graph},
       {"run", "SCENARIO", "run a scenario end to end and write a run directory",
        "validate -> up -> workloads and faults -> collect -> assertions -> down. Writes\n"
-       "RUN_DIR/{scenario.yaml, resolved.json, results.json, events.jsonl, junit.xml, pfc.txt}.\n"
+       "RUN_DIR/{scenario.yaml, resolved.json, results.json, events.jsonl, junit.xml, report.html,\n"
+       "series-*.csv, pfc.txt, fct.txt, qlen.txt} (README \"Time series\").\n"
        "Exit codes: 0 pass, 1 an expect: assertion failed, 2 invalid run (the machine did not\n"
        "keep up), 3 bad input, 4 environment (missing capability, not root, not built).",
        "rocelab run scenarios/quickstart.yaml\n  rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml\n"
@@ -728,11 +760,25 @@ const std::vector<Command>& commands() {
              "scale", po::value<double>(),
              "time scale D instead of the file's 'scale:' (emulated rates = physical / D); a larger D "
              "gives a slow machine room after an invalid run (exit 2)")(
-             "seed", po::value<int64_t>(), "seed instead of the file's 'seed:' (repeat a run with other random choices)");
+             "seed", po::value<int64_t>(), "seed instead of the file's 'seed:' (repeat a run with other random choices)")(
+             "no-report", "do not write RUN_DIR/report.html (rocelab report RUN_DIR writes it later)");
          add_instance_option(d);
          add_scenario_arg(d);
        },
        cmd_run},
+      {"report", "RUN_DIR", "write a run directory's report.html (and plots/*.svg)",
+       "One self-contained HTML file that opens offline: the assertions, the fabric, queue\n"
+       "depth and PFC pause timelines per port, each flow's DCQCN and delivered rate, the\n"
+       "shared buffer, the FCT slowdown CDF, collectives' busbw against their bound, with fault\n"
+       "and watchdog markers on every timeline. `run` writes it already; this writes it again\n"
+       "(from a copied run directory, say). With gnuplot installed, static SVG plots too.",
+       "rocelab report runs/incast-dcqcn-20261124T120000Z && chromium runs/incast-dcqcn-*/report.html\n"
+       "  rocelab report --out /tmp/r.html --no-plots /tmp/r1",
+       [](po::options_description& d) {
+         d.add_options()("out", po::value<std::string>(), "write the report here (default RUN_DIR/report.html)")(
+             "no-plots", "skip RUN_DIR/plots/*.svg")("run_dir", po::value<std::string>(), "the run directory");
+       },
+       cmd_report},
       {"up", "SCENARIO", "bring a fabric up and leave it running",
        "Creates, through netlink, one network namespace per node (/run/netns/rl-NAME.NODE, so\n"
        "'ip netns exec' works), the veth pairs straight into their namespaces, addresses, ECMP\n"
@@ -922,7 +968,8 @@ void command_help(const Command& c, std::ostream& out) {
   po::options_description shown(c.name + " options");
   for (const auto& o : own.options())
     if (o->long_name() != "scenario" && o->long_name() != "name" && o->long_name() != "target" &&
-        o->long_name() != "kind" && o->long_name() != "param" && o->long_name() != "what")
+        o->long_name() != "kind" && o->long_name() != "param" && o->long_name() != "what" &&
+        o->long_name() != "run_dir")
       shown.add(o);
   if (!shown.options().empty()) out << shown << "\n";
   out << global_options() << "\nexample:\n  " << c.example << "\n";
@@ -981,6 +1028,7 @@ int main_entry(int argc, char** argv) {
   if (cmd->args.rfind("KIND", 0) == 0) pos.add("kind", 1).add("target", 1).add("param", -1);
   else if (cmd->args.rfind("show", 0) == 0) pos.add("what", -1);
   else if (cmd->args.find("SCENARIO") != std::string::npos) pos.add("scenario", 1);
+  else if (cmd->args.find("RUN_DIR") != std::string::npos) pos.add("run_dir", 1);
   else if (cmd->args.find("NAME") != std::string::npos) pos.add("name", 1);
   else if (cmd->args.find("NODE") != std::string::npos) pos.add("target", 1);
   po::variables_map vm;

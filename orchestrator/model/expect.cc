@@ -105,6 +105,8 @@ const std::vector<MetricInfo>& metric_registry() {
        "RoCEv2 packets a corruption fault flipped a bit of as they left a port (the receiver's ICRC drops them: bad_icrc)"},
       {"queue_max", MetricKind::kSeries, "bytes", {"node", "port", "prio"},
        "the most a port's priority queue held during the run (after a packet joined it)"},
+      {"series_samples", MetricKind::kScalar, "count", {},
+       "samples the time series took while the traffic ran (series-*.csv; 0 or absent with telemetry.series: off)"},
       {"port_pause_time", MetricKind::kCounter, "s", {"node", "port", "prio"},
        "time a port's priority spent paused by received PFC (physical: emulated / D)"},
       {"agent_pauses", MetricKind::kScalar, "count", {}, "pauses the agent put in force on received PFC"},

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <algorithm>
+#include <spawn.h>
 
 namespace rocelab::sys {
 
@@ -142,6 +143,47 @@ bool stop_process(int pid, uint64_t starttime, int grace_ms, std::string& why, c
     return false;
   }
   return true;
+}
+
+bool run_with_input(const std::string& path, const std::vector<std::string>& args, std::string_view input,
+                    int timeout_ms, std::string& why) {
+  int in[2];
+  if (pipe2(in, O_CLOEXEC) != 0) return why = std::string("pipe: ") + std::strerror(errno), false;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  std::vector<char*> argv{const_cast<char*>(path.c_str())};
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, path.c_str(), &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  if (rc != 0) {
+    close(in[1]);
+    return why = path + ": " + std::strerror(rc), false;
+  }
+  signal(SIGPIPE, SIG_IGN);  // a helper that exits early must not take us with it
+  const bool wrote = write_all(in[1], input, why);
+  close(in[1]);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) return why = std::string("waitpid: ") + std::strerror(errno), false;
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return why = path + " took longer than " + std::to_string(timeout_ms) + " ms", false;
+    }
+    usleep(10'000);
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return wrote;
+  why = path + (WIFEXITED(status) ? " exited " + std::to_string(WEXITSTATUS(status)) : std::string(" was killed"));
+  return false;
 }
 
 }  // namespace rocelab::sys

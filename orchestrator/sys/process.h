@@ -27,6 +27,12 @@ struct Spawned {
 // recording it leaves nothing.
 std::optional<Spawned> spawn_self(const std::vector<std::string>& args, std::string& why);
 
+// Runs `path` with `args` (argv[1..]) and `input` on its standard input, its output to
+// /dev/null, and waits up to `timeout_ms` for it (then kills it). True when it exited 0;
+// else `why` says how it ended. For helper programs (gnuplot), never for the fabric.
+bool run_with_input(const std::string& path, const std::vector<std::string>& args, std::string_view input,
+                    int timeout_ms, std::string& why);
+
 // Writes all of `data` (retrying short writes and EINTR).
 bool write_all(int fd, std::string_view data, std::string& why);
 

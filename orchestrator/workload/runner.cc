@@ -41,6 +41,7 @@ struct Flow {
   FlowSpec spec;
   std::vector<Qpair> qps;
   Nanos started = -1, finished = -1;
+  bool trace_closed = false;  // its rate trace has its last point, at `finished`
   FlowResult r;
 };
 
@@ -336,11 +337,15 @@ void Session::step_streaming(Job& j, Nanos now) {
 
 // The rate trace and the progress line.
 void Session::sample(Nanos now) {
-  if (now >= next_trace_) {
-    next_trace_ = now + o_.trace_every_ns;
+  const bool due = now >= next_trace_;
+  if (due) next_trace_ = now + o_.trace_every_ns;
+  {
     for (auto& f : flows_) {
-      if (f.started < 0 || f.finished >= 0 || f.r.rate_trace.size() >= kTraceMax) continue;
-      FlowResult::TracePoint p{double(now - t0_) / 1e9, 0, 0};
+      // Every period while the flow runs, and once when it has finished (all it delivered).
+      if (f.started < 0 || f.trace_closed || f.r.rate_trace.size() >= kTraceMax) continue;
+      if (f.finished >= 0) f.trace_closed = true;
+      else if (!due) continue;
+      FlowResult::TracePoint p{double((f.finished >= 0 ? f.finished : now) - t0_) / 1e9, 0, 0};
       for (auto& q : f.qps) {
         const auto req = b_.qp_counters(q.req);
         p.rate_bps += req.rate_bps;

@@ -3,6 +3,7 @@
 // without root, on a fake clock.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -37,6 +38,15 @@ class FakeTestbed final : public fabric::Testbed {
   int netns_fd(size_t) const override { return -1; }
   Result<std::vector<fabric::PortStats>> counters(const std::vector<fabric::PortRef>&) override {
     return std::vector<fabric::PortStats>{};
+  }
+  // sample(): what `sampled` makes of its n-th call (none: no ports); each call advances the
+  // clock by `sample_step_ns` first.
+  std::function<std::vector<fabric::PortStats>(int)> sampled;
+  int64_t sample_step_ns = 1'000'000;
+  int sample_calls = 0;
+  Result<std::vector<fabric::PortStats>> sample() override {
+    clock_.advance(sample_step_ns);
+    return sampled ? sampled(sample_calls++) : std::vector<fabric::PortStats>{};
   }
   Result<std::optional<fabric::AgentFigures>> agent_figures() override { return figures; }
 

@@ -275,3 +275,18 @@ TEST(Loader, HostsRcTimers) {
     EXPECT_FALSE(e.empty()) << bad;
   }
 }
+
+TEST(Loader, TelemetrySectionSetsSeriesAndInterval) {
+  auto d = must_load(kSmall);
+  EXPECT_TRUE(d.telemetry.series);
+  EXPECT_FALSE(d.telemetry.interval);
+  auto s = must_load(std::string(kSmall) + "telemetry: {series: off, interval: 20us}\n");
+  EXPECT_FALSE(s.telemetry.series);
+  ASSERT_TRUE(s.telemetry.interval);
+  EXPECT_EQ(s.telemetry.interval->ns, 20'000);
+  auto e = errors_of(std::string(kSmall) + "telemetry: {series: maybe, interval: 0ns, every: 1ms}\n");
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_NE(e[0].find("telemetry.series"), std::string::npos) << e[0];
+  EXPECT_NE(e[1].find("telemetry.interval"), std::string::npos) << e[1];
+  EXPECT_NE(e[2].find("telemetry.every: unknown key"), std::string::npos) << e[2];
+}

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Observability (root): a PFC-only 4:1 incast run, then what it leaves in its run directory.
+
+- series-ports.csv: each queue's largest peak equals the counters' queue_max (exact: the
+  egress program keeps the peak between samples), the paused time integrates to
+  port_pause_time within 2 %, tx bytes integrate to the port's tx_bytes within 2 %.
+- pfc.txt, qlen.txt, fct.txt in the HPCC simulator's line shapes.
+- report.html in Debian's headless Chromium: every chart drawn, no JavaScript error, a
+  screenshot that is not blank (skipped, with the reason, where chromium is not installed).
+- telemetry.series: off leaves no series files and the report says so.
+
+Usage: observe_test.py --rocelab PATH
+"""
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROCELAB = ""
+CHROMIUM = shutil.which("chromium")
+
+SCENARIO = """name: {name}
+scale: 1000
+defaults: {{rate: 100G, mtu: 4200}}
+nodes:
+  - {{name: sw, kind: switch}}
+  - {{name: h1, kind: host}}
+  - {{name: h2, kind: host}}
+  - {{name: h3, kind: host}}
+  - {{name: h4, kind: host}}
+  - {{name: h5, kind: host}}
+links:
+  - {{endpoints: [h1, sw]}}
+  - {{endpoints: [h2, sw]}}
+  - {{endpoints: [h3, sw]}}
+  - {{endpoints: [h4, sw]}}
+  - {{endpoints: [h5, sw]}}
+qos: {{profile: roce-lossless}}
+hosts: {{dcqcn: off}}
+workloads:
+  - {{name: incast, type: incast, hosts: [h1, h2, h3, h4], to: h5, message: 1MB, iterations: 2}}
+{extra}
+"""
+
+
+def metric(results, name):
+    m = results["metrics"][name]
+    return {(s["labels"].get("node"), s["labels"].get("port"), s["labels"].get("prio")): s["value"]
+            for s in (m if isinstance(m, list) else m["samples"])}
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class Observe(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="rocelab-observe-")
+        cls.run_dir = cls.run_scenario("on", "")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    @classmethod
+    def run_scenario(cls, tag, extra):
+        name = f"ob{os.getpid() % 100000}{tag}"
+        path = os.path.join(cls.tmp, f"{name}.yaml")
+        with open(path, "w") as f:
+            f.write(SCENARIO.format(name=name, extra=extra))
+        out = os.path.join(cls.tmp, tag)
+        r = subprocess.run([ROCELAB, "run", "--out", out, path], capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise AssertionError(f"rocelab run exit {r.returncode}\n{r.stdout}\n{r.stderr}")
+        return out
+
+    def rows(self, name):
+        with open(os.path.join(self.run_dir, name)) as f:
+            return list(csv.DictReader(f))
+
+    def results(self):
+        with open(os.path.join(self.run_dir, "results.json")) as f:
+            return json.load(f)
+
+    def test_series_agree_with_the_counters(self):
+        res = self.results()
+        peak, paused, tx = {}, {}, {}
+        rows = self.rows("series-ports.csv")
+        self.assertGreater(len(rows), 10)
+        for r in rows:
+            k = (r["node"], r["port"], r["prio"])
+            peak[k] = max(peak.get(k, 0), int(r["peak_bytes"]))
+            paused[k] = paused.get(k, 0) + float(r["paused_s"])
+        qmax = metric(res, "queue_max")
+        toward_rx = qmax[("sw", "h5", "3")]
+        self.assertGreater(toward_rx, 4 * 100_000, "PFC-only 4:1 incast: the queue toward h5 grows past XOFF per PG")
+        self.assertEqual(peak[("sw", "h5", "3")], toward_rx)
+        for k, v in qmax.items():
+            if k[2] == "3":  # the traffic's priority (others only saw the connectivity check, before the series)
+                self.assertEqual(peak.get(k, 0), v, k)
+        ppt = metric(res, "port_pause_time")
+        self.assertTrue(ppt, "PFC-only incast: senders were paused")
+        for k, v in ppt.items():
+            self.assertAlmostEqual(paused.get(k, 0), v, delta=0.02 * v, msg=k)
+        # Physical Gbit/s over physical intervals integrate back to the bytes counted.
+        iv = sorted({float(r["t_s"]) for r in rows})
+        dt = {b: b - a for a, b in zip(iv, iv[1:])}
+        dt[iv[0]] = iv[0]
+        sent = sum(float(r["tx_gbps"]) * 1e9 / 8 * dt[float(r["t_s"])] for r in rows
+                   if (r["node"], r["port"], r["prio"]) == ("sw", "h5", "3"))
+        total = metric(res, "tx_bytes")[("sw", "h5", "3")]
+        self.assertAlmostEqual(sent, total, delta=0.02 * total)
+        sw = self.rows("series-switches.csv")
+        self.assertTrue(sw)
+        self.assertGreaterEqual(max(int(r["peak_bytes"]) for r in sw), toward_rx)
+
+    def test_hpcc_files(self):
+        with open(os.path.join(self.run_dir, "pfc.txt")) as f:
+            pfc = f.read().splitlines()
+        self.assertTrue(pfc)
+        for line in pfc:
+            self.assertRegex(line, r"^\d+ \d+ [01] \d+ [01]$")
+        with open(os.path.join(self.run_dir, "qlen.txt")) as f:
+            qlen = f.read().splitlines()
+        self.assertRegex(qlen[0], r"^time: \d+$")
+        self.assertEqual(len(qlen), 1 + 5)  # one line per switch port
+        for line in qlen[1:]:
+            self.assertRegex(line, r"^0 [1-5]( \d+)+$")
+        with open(os.path.join(self.run_dir, "fct.txt")) as f:
+            fct = [l.split() for l in f.read().splitlines()]
+        self.assertEqual(len(fct), 4)
+        for sip, dip, sport, dport, size, start, t, ideal in fct:
+            self.assertRegex(sip + dip, r"^[0-9a-f]{16}$")
+            self.assertEqual(int(size), 2 * 1024 * 1024)
+            self.assertGreater(int(t), int(ideal))  # four into one: slower than alone
+        flows = self.rows("series-flows.csv")
+        self.assertEqual({r["from"] for r in flows}, {"h1", "h2", "h3", "h4"})
+        self.assertEqual(max(int(r["delivered_bytes"]) for r in flows), 2 * 1024 * 1024)
+
+    @unittest.skipUnless(CHROMIUM, "Debian's chromium is not installed (scripts/setup.sh installs it)")
+    def test_report_renders_without_error(self):
+        html = os.path.join(self.run_dir, "report.html")
+        self.assertTrue(os.path.exists(html), "run writes report.html")
+        common = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+                  f"--user-data-dir={self.tmp}/chromium"]
+        dom = subprocess.run(common + ["--dump-dom", "file://" + html], capture_output=True, text=True, timeout=120)
+        self.assertEqual(dom.returncode, 0, dom.stderr)
+        charts = re.search(r'<body[^>]*data-charts="(\d+)"', dom.stdout)
+        self.assertIsNotNone(charts, "the page's script did not finish")
+        self.assertGreaterEqual(int(charts.group(1)), 5)  # queues, pauses, flows, buffers, slowdown
+        self.assertRegex(dom.stdout, r'<div id="errors"></div>', "a JavaScript error was caught")
+        self.assertNotIn("Uncaught", dom.stderr)
+        shot = os.path.join(self.tmp, "report.png")
+        r = subprocess.run(common + ["--window-size=1300,3000", f"--screenshot={shot}", "file://" + html],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(os.path.getsize(shot), 50_000, "a blank page compresses to far less")
+
+    def test_series_off(self):
+        out = self.run_scenario("off", "telemetry: {series: off}")
+        names = os.listdir(out)
+        self.assertFalse([n for n in names if n.startswith("series-ports")], names)
+        self.assertIn("fct.txt", names)
+        with open(os.path.join(out, "report.html")) as f:
+            self.assertIn("no time series in this run directory", f.read())
+
+    def test_report_of_a_non_run_directory_is_bad_input(self):
+        r = subprocess.run([ROCELAB, "report", self.tmp], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("no results.json", r.stderr)
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    ROCELAB = os.path.abspath(args[args.index("--rocelab") + 1])
+    unittest.main(argv=[sys.argv[0]], verbosity=2)

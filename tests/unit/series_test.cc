@@ -1,0 +1,103 @@
+// The time-series sink on a fake testbed: whatever the number of samples the recorder takes,
+// its rows add up to the counters' totals, its peaks reach the queue's peak, and the
+// interval follows the scenario and D.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "fake_testbed.h"
+#include "telemetry/sink.h"
+#include "test_util.h"
+
+using namespace rocelab;
+using namespace rocelab::testing;
+
+namespace {
+
+const char* kIncast =
+    "scale: 1000\nnodes: [{name: sw, kind: switch}, {name: h1, kind: host}, {name: h2, kind: host}]\n"
+    "links: [{endpoints: [h1, sw]}, {endpoints: [h2, sw]}]\n";
+
+std::vector<std::map<std::string, std::string>> rows_of(const std::string& csv) {
+  std::istringstream in(csv);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> head;
+  for (std::istringstream h(line); std::getline(h, line, ',');) head.push_back(line);
+  std::vector<std::map<std::string, std::string>> out;
+  while (std::getline(in, line)) {
+    std::map<std::string, std::string> r;
+    std::istringstream f(line);
+    for (size_t i = 0; i < head.size() && std::getline(f, line, ','); ++i) r[head[i]] = line;
+    out.push_back(r);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(Series, IntervalFollowsScenarioAndScale) {
+  auto s = must_load(kIncast);
+  auto iv = telemetry::sample_interval(s);  // 10 us physical x D 1000 = 10 ms of wall clock
+  EXPECT_EQ(iv.wall_ns, 10'000'000);
+  EXPECT_DOUBLE_EQ(iv.physical_s, 10e-6);
+  s.telemetry.interval = model::Duration{100};  // 100 ns x 1000 = 0.1 ms: raised to the 1 ms floor
+  iv = telemetry::sample_interval(s);
+  EXPECT_EQ(iv.wall_ns, 1'000'000);
+  EXPECT_DOUBLE_EQ(iv.physical_s, 1e-6);
+}
+
+TEST(Series, RowsAddUpToTheCountersWhateverTheSampleCount) {
+  auto s = must_load(kIncast);
+  FakeTestbed tb(s);
+  const auto plan = fabric::plan_kernel(s);
+  // sw's port toward h2 carries traffic on priority 3: 1500 B a call, a 9,000 B peak at the
+  // third call, paused 2 us of every call from the second on.
+  tb.sampled = [&](int n) {
+    std::vector<fabric::PortStats> out;
+    for (const auto& node : tb.nodes())
+      for (const auto& p : node.ports) {
+        fabric::PortStats ps{node.name, p.name, p.ifindex, {}};
+        if (node.name == "sw" && p.name == "h2") {
+          auto& q = ps.prio[3];
+          q.c.tx_bytes = q.c.rx_bytes = uint64_t(n) * 1500;
+          q.c.depth_peak = n == 2 ? 9000 : 1500;
+          q.depth_bytes = n % 2 ? 3000 : 0;
+          q.c.paused_total_ns = n >= 1 ? uint64_t(n - 1) * 2000 : 0;
+        }
+        out.push_back(ps);
+      }
+    return out;
+  };
+  const auto sink = telemetry::sinks().find("series");
+  ASSERT_TRUE(sink && sink->start);
+  const int64_t t0 = tb.clock().now();
+  auto rec = sink->start({s, plan, tb});
+  ASSERT_TRUE(rec);
+  rec->stop();
+  model::MetricSet metrics;
+  std::vector<std::string> notes;
+  std::string invalid;
+  nlohmann::ordered_json record;
+  std::map<std::string, std::string> files;
+  telemetry::Collect c{s, plan, tb, metrics, notes, invalid, record, t0, &files, rec.get()};
+  ASSERT_TRUE(sink->collect(c));
+  const int calls = tb.sample_calls;
+  ASSERT_GE(calls, 2);  // the baseline and the traffic's end at least
+  uint64_t tx = 0, peak = 0;
+  double paused = 0;
+  for (const auto& r : rows_of(files.at("series-ports.csv"))) {
+    ASSERT_EQ(r.at("node") + ":" + r.at("port") + ":" + r.at("prio"), "sw:h2:3");
+    // Rates are physical: 1500 B in 1 ms of wall clock at D = 1000 is 12 Gbit/s.
+    EXPECT_NEAR(std::stod(r.at("tx_gbps")), 12.0, 1e-3);
+    tx += uint64_t(std::llround(std::stod(r.at("tx_gbps")) * 1e9 / 8 * 1e-6));  // x 1 us physical
+    peak = std::max<uint64_t>(peak, std::stoull(r.at("peak_bytes")));
+    paused += std::stod(r.at("paused_s"));
+  }
+  EXPECT_EQ(tx, uint64_t(calls - 1) * 1500);
+  EXPECT_EQ(peak, calls > 2 ? 9000u : 3000u);
+  EXPECT_NEAR(paused, double(calls - 2) * 2e-6 / 1000, 1e-12);  // 2 us of wall clock is 2 ns physical
+  EXPECT_EQ(metrics.at("series_samples").scalar, double(calls));
+  EXPECT_EQ(files.at("qlen.txt").rfind("time: ", 0), 0u);
+}
