@@ -105,6 +105,8 @@ const std::vector<MetricInfo>& metric_registry() {
        "RoCEv2 packets a corruption fault flipped a bit of as they left a port (the receiver's ICRC drops them: bad_icrc)"},
       {"queue_max", MetricKind::kSeries, "bytes", {"node", "port", "prio"},
        "the most a port's priority queue held during the run (after a packet joined it)"},
+      {"captured_packets", MetricKind::kCounter, "count", {"node", "port"},
+       "packets written to a capture: port's file (capture-NODE-PORT.pcap), both directions"},
       {"series_samples", MetricKind::kScalar, "count", {},
        "samples the time series took while the traffic ran (series-*.csv; 0 or absent with telemetry.series: off)"},
       {"port_pause_time", MetricKind::kCounter, "s", {"node", "port", "prio"},

@@ -778,6 +778,8 @@ class Loader {
         for (const auto& it : *items)
           if (auto s = r_.string(it)) c.ports.push_back(*s);
     if (auto sv = m->take("snaplen")) if (auto b = r_.bytes(*sv, Bytes{64}, Bytes{65535})) c.snaplen = *b;
+    if (auto pv = m->take("packets")) if (auto n = r_.integer(*pv, 1, 1'000'000'000)) c.packets = uint64_t(*n);
+    if (auto zv = m->take("size")) if (auto b = r_.bytes(*zv, Bytes{4096}, Bytes{uint64_t{1} << 40})) c.size = *b;
     m->done();
   }
 

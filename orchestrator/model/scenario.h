@@ -274,10 +274,14 @@ struct Expectation {
   Position pos;
 };
 
+// Packets captured on chosen ports while the traffic runs (telemetry/capture.cc), each
+// port's file bounded by `packets` and `size`, whichever comes first.
 struct Capture {
   Position pos;
   std::vector<std::string> ports;  // "node:ifname", "node", or "all"
-  Bytes snaplen{128};
+  Bytes snaplen{65535};  // whole frames: Wireshark calls a cut RoCEv2 packet malformed ("Invalid Packet Length")
+  uint64_t packets = 1'000'000;    // per port
+  Bytes size{100'000'000};         // per port, bytes written
 };
 
 // What a run records while the traffic runs (telemetry/series.cc): time series sampled

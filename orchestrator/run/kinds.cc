@@ -136,8 +136,6 @@ void check_kinds(const model::Scenario& s, model::Diagnostics& d) {
   }
   check_workload_kinds(s, d);
   check_fault_kinds(s, d);
-  if (!s.capture.ports.empty())
-    d.add(ErrorKind::kUnknownKind, s.capture.pos, "capture: packet capture is not built in this rocelab yet");
   if (d.empty()) check_paths(s, d);
 }
 

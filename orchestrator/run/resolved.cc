@@ -254,7 +254,8 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
     else ex.push_back({{"expr", e.text}, {"name", e.name}});
   }
   j["expect"] = ex;
-  j["capture"] = {{"ports", s.capture.ports}, {"snaplen", format_bytes(s.capture.snaplen)}};
+  j["capture"] = {{"ports", s.capture.ports}, {"snaplen", format_bytes(s.capture.snaplen)},
+                  {"packets", s.capture.packets}, {"size", format_bytes(s.capture.size)}};
   j["telemetry"] = {{"series", s.telemetry.series ? "on" : "off"}};
   if (s.telemetry.interval) j["telemetry"]["interval"] = format_duration(*s.telemetry.interval);  // unset: the run picks
   if (with_derived) j["derived"] = derived_json(s);

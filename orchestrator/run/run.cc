@@ -261,7 +261,7 @@ Status traffic_phase(RunContext& c) {
   Status st = ok();
   for (const auto& sink : telemetry::sinks().all())
     if (sink.start)
-      if (auto r = sink.start({c.s, c.plan(), *c.testbed})) c.recorders[sink.type] = std::move(r);
+      if (auto r = sink.start({c.s, c.plan(), *c.testbed, c.dir.string()})) c.recorders[sink.type] = std::move(r);
   {
     TimelineThread tt(timeline, c.testbed->clock());
     if (!c.s.workloads.empty()) {

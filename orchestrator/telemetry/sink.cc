@@ -8,6 +8,7 @@ const Registry<Sink>& sinks() {
       port_counters_sink(),
       agent_sink(),
       series_sink(),
+      capture_sink(),
   });
   return s;
 }

@@ -26,6 +26,7 @@ struct Start {
   const model::Scenario& scenario;
   const fabric::KernelPlan& plan;
   fabric::Testbed& testbed;
+  std::string run_dir;  // where a recorder writes files too large to keep in memory (captures)
 };
 
 class Recorder {
@@ -59,6 +60,7 @@ const Registry<Sink>& sinks();
 Sink port_counters_sink();
 Sink agent_sink();
 Sink series_sink();
+Sink capture_sink();
 
 // The wall-clock interval a run samples at (scenario `telemetry.interval` x D, or the
 // default), and the physical interval that is.

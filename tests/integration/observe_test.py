@@ -8,6 +8,8 @@
 - report.html in Debian's headless Chromium: every chart drawn, no JavaScript error, a
   screenshot that is not blank (skipped, with the reason, where chromium is not installed).
 - telemetry.series: off leaves no series files and the report says so.
+- capture: with DCQCN on, tshark with tools/wireshark/rocelab.lua decodes every PFC frame
+  and CNP, none malformed; PFC frames a port sent = its pfc_tx, CNPs = the CNPs sent.
 
 Usage: observe_test.py --rocelab PATH
 """
@@ -23,6 +25,8 @@ import unittest
 
 ROCELAB = ""
 CHROMIUM = shutil.which("chromium")
+TSHARK = shutil.which("tshark")
+DISSECTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "wireshark", "rocelab.lua")
 
 SCENARIO = """name: {name}
 scale: 1000
@@ -41,7 +45,7 @@ links:
   - {{endpoints: [h4, sw]}}
   - {{endpoints: [h5, sw]}}
 qos: {{profile: roce-lossless}}
-hosts: {{dcqcn: off}}
+hosts: {{dcqcn: {dcqcn}}}
 workloads:
   - {{name: incast, type: incast, hosts: [h1, h2, h3, h4], to: h5, message: 1MB, iterations: 2}}
 {extra}
@@ -66,11 +70,11 @@ class Observe(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
-    def run_scenario(cls, tag, extra):
+    def run_scenario(cls, tag, extra, dcqcn="off"):
         name = f"ob{os.getpid() % 100000}{tag}"
         path = os.path.join(cls.tmp, f"{name}.yaml")
         with open(path, "w") as f:
-            f.write(SCENARIO.format(name=name, extra=extra))
+            f.write(SCENARIO.format(name=name, extra=extra, dcqcn=dcqcn))
         out = os.path.join(cls.tmp, tag)
         r = subprocess.run([ROCELAB, "run", "--out", out, path], capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
@@ -166,6 +170,36 @@ class Observe(unittest.TestCase):
         self.assertIn("fct.txt", names)
         with open(os.path.join(out, "report.html")) as f:
             self.assertIn("no time series in this run directory", f.read())
+
+    @unittest.skipUnless(TSHARK, "tshark is not installed (scripts/setup.sh installs it)")
+    def test_capture_decodes_pfc_and_cnp(self):
+        out = self.run_scenario("cap", "capture: {ports: ['sw:h1', 'sw:h5']}", dcqcn="paper")
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+
+        def tshark(pcap, flt):
+            r = subprocess.run([TSHARK, "-n", "-X", f"lua_script:{DISSECTOR}", "-r", os.path.join(out, pcap),
+                                *(["-Y", flt] if flt else [])], capture_output=True, text=True, timeout=120)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout.splitlines()
+
+        captured = metric(res, "captured_packets")
+        for pcap, port in (("capture-sw-h1.pcap", ("sw", "h1", None)), ("capture-sw-h5.pcap", ("sw", "h5", None))):
+            every = tshark(pcap, "")
+            self.assertEqual(len(every), captured[port])
+            self.assertGreater(len(every), 100)
+            self.assertFalse([l for l in every if "Malformed" in l or "Unknown opcode" in l][:3])
+            self.assertEqual(tshark(pcap, "_ws.malformed || _ws.expert.severity >= error"), [])
+        # PFC: the frames the switch sent toward h1 that name a priority = its pfc_tx.
+        pfc = tshark("capture-sw-h1.pcap", "rocelab.pfc.xoff != 0 || rocelab.pfc.xon != 0")
+        sent = metric(res, "pfc_tx").get(("sw", "h1", "3"), 0)
+        self.assertGreater(sent, 0, "the incast paused h1")
+        self.assertEqual(len([l for l in pfc if "PFC X" in l]), sent)
+        # CNPs: h5 (the notification point) sends them through sw:h5, each named by the script.
+        cnp = tshark("capture-sw-h5.pcap", "rocelab.cnp")
+        self.assertTrue(all("RoCEv2 CNP to QP" in l for l in cnp))
+        self.assertEqual(len(cnp), res["workloads"]["engine"]["cnp_sent"])
+        self.assertGreater(len(cnp), 0)
 
     def test_report_of_a_non_run_directory_is_bad_input(self):
         r = subprocess.run([ROCELAB, "report", self.tmp], capture_output=True, text=True)

@@ -73,7 +73,7 @@ TEST(Series, RowsAddUpToTheCountersWhateverTheSampleCount) {
   const auto sink = telemetry::sinks().find("series");
   ASSERT_TRUE(sink && sink->start);
   const int64_t t0 = tb.clock().now();
-  auto rec = sink->start({s, plan, tb});
+  auto rec = sink->start({s, plan, tb, ""});
   ASSERT_TRUE(rec);
   rec->stop();
   model::MetricSet metrics;
