@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 
+#include "agent/exporter.h"
 #include "bpf/fabric_maps.h"
 #include "bpf/headroom.h"
 #include "bpf/pause_watch.h"
@@ -125,6 +126,7 @@ class Agent {
     emitter_ = bpf::FrameEmitter::load(why);
     if (!emitter_) return false;
     if (!watch_watchdog(why)) return false;
+    if (cfg_.metrics_port && !serve_metrics(why)) return false;
     return listen_on(cfg_.socket_path, why);
   }
 
@@ -160,6 +162,18 @@ class Agent {
   }
 
  private:
+  bool serve_metrics(std::string& why) {
+    std::vector<ExportedPort> out;
+    std::map<uint32_t, uint32_t> index;  // node -> ports seen so far
+    for (const auto& p : cfg_.ports)
+      out.push_back({cfg_.nodes[p.node].node, p.name, p.slot, p.ifindex, nodes_[p.node].netns.get(),
+                     bool(ports_.at(p.slot).info.flags & RL_PORT_HOST), ++index[p.node]});
+    exporter_ = Exporter::start(cfg_.metrics_port, std::move(out), *maps_, cfg_.scale, why);
+    if (!exporter_) return false;
+    for (const auto& [k, w] : wd_) exporter_->set_stormed(uint32_t(k >> 3), uint32_t(k & 7), false);
+    return true;
+  }
+
   bool listen_on(const std::string& path, std::string& why) {
     sockaddr_un a{};
     a.sun_family = AF_UNIX;
@@ -371,6 +385,7 @@ class Agent {
 
   void storm_detected(Port& p, uint32_t prio, Watched& w, uint64_t now) {
     ++w.detected;
+    if (exporter_) exporter_->set_stormed(p.cfg->slot, prio, true);
     w.at_storm = wd_counts(p.cfg->slot, prio);
     wd_events_.push_back({now, nodes_[p.cfg->node].name, p.cfg->name, prio, true});
     if (wd_action_ == model::WdAction::kAlert) return;
@@ -381,6 +396,7 @@ class Agent {
 
   void storm_restored(Port& p, uint32_t prio, Watched& w, uint64_t now) {
     ++w.restored;
+    if (exporter_) exporter_->set_stormed(p.cfg->slot, prio, false);
     w.last = minus(wd_counts(p.cfg->slot, prio), w.at_storm);
     w.total = plus(w.total, w.last);
     wd_events_.push_back({now, nodes_[p.cfg->node].name, p.cfg->name, prio, false});
@@ -634,6 +650,7 @@ class Agent {
   std::unique_ptr<bpf::PauseWatch> watch_;
   std::unique_ptr<bpf::PfcEvents> events_;
   std::unique_ptr<bpf::FrameEmitter> emitter_;
+  std::unique_ptr<Exporter> exporter_;  // declared after maps_: destroyed (no scrape running) before them
   sys::Fd listener_;
   std::vector<uint32_t> keys_;
   std::vector<rl_pfc_tx_state> states_;

@@ -52,6 +52,23 @@ void add_instance_option(po::options_description& d) {
                   "instance name instead of the scenario's 'name:' (run two copies side by side)");
 }
 
+void add_metrics_option(po::options_description& d) {
+  d.add_options()("metrics-port", po::value<int>(),
+                  "serve Prometheus metrics on 127.0.0.1:PORT/metrics while the fabric is up (SONiC's SAI counter "
+                  "names, node_exporter's node_infiniband_* for host NICs)");
+}
+
+// --metrics-port as a port (0: none); nullopt after saying why it is not one.
+std::optional<uint16_t> metrics_port(const po::variables_map& vm, const char* cmd) {
+  if (!vm.count("metrics-port")) return uint16_t{0};
+  const int p = vm["metrics-port"].as<int>();
+  if (p < 1 || p > 65535) {
+    std::cerr << "rocelab " << cmd << ": --metrics-port " << p << ": a TCP port is 1-65535\n";
+    return std::nullopt;
+  }
+  return uint16_t(p);
+}
+
 void add_scenario_arg(po::options_description& d) {
   d.add_options()("scenario", po::value<std::string>(), "scenario file (YAML)");
 }
@@ -173,6 +190,9 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     s->seed = uint64_t(seed);
   }
   run::RunOptions opts;
+  const auto port = metrics_port(vm, "run");
+  if (!port) return kExitBadInput;
+  opts.metrics_port = *port;
   opts.scenario_path = vm["scenario"].as<std::string>();
   if (vm.count("out")) opts.out_dir = vm["out"].as<std::string>();
   opts.model_only = vm.count("model-only") > 0;
@@ -252,8 +272,11 @@ int cmd_doctor(const po::variables_map&, const Globals& g) {
 int cmd_up(const po::variables_map& vm, const Globals& g) {
   auto s = load(vm, g);
   if (!s) return kExitBadInput;
+  const auto port = metrics_port(vm, "up");
+  if (!port) return kExitBadInput;
   catch_signals();
   fabric::UpOptions o;
+  o.metrics_port = *port;
   o.scenario_path = vm["scenario"].as<std::string>();
   o.scenario_record = run::resolved_json(*s).dump();  // `inject` attaches with it
   o.cancel = &g_cancel;
@@ -762,6 +785,7 @@ const std::vector<Command>& commands() {
              "gives a slow machine room after an invalid run (exit 2)")(
              "seed", po::value<int64_t>(), "seed instead of the file's 'seed:' (repeat a run with other random choices)")(
              "no-report", "do not write RUN_DIR/report.html (rocelab report RUN_DIR writes it later)");
+         add_metrics_option(d);
          add_instance_option(d);
          add_scenario_arg(d);
        },
@@ -789,6 +813,7 @@ const std::vector<Command>& commands() {
        "sudo rocelab up scenarios/quickstart.yaml && sudo ip netns exec rl-quickstart.host1 ip route\n"
        "  sudo rocelab up --instance qs2 scenarios/quickstart.yaml   # a second copy beside the first",
        [](po::options_description& d) {
+         add_metrics_option(d);
          add_instance_option(d);
          add_scenario_arg(d);
        },

@@ -23,7 +23,7 @@ ordered_json to_json(const AgentConfig& c) {
                      {"rate_bps", p.rate_bps}, {"mtu", p.mtu}, {"pausable", p.pausable}, {"limit", p.limit}, {"peer", p.peer}});
   const auto& w = c.watchdog;
   return {{"instance", c.instance}, {"state_path", c.state_path}, {"socket_path", c.socket_path},
-          {"nodes", nodes}, {"ports", ports},
+          {"nodes", nodes}, {"ports", ports}, {"scale", c.scale}, {"metrics_port", c.metrics_port},
           {"watchdog", {{"enabled", w.enabled}, {"detection_ns", w.detection_ns}, {"restoration_ns", w.restoration_ns},
                         {"poll_ns", w.poll_ns}, {"action", w.action}, {"predicate", w.predicate}}}};
 }
@@ -34,6 +34,9 @@ std::optional<AgentConfig> config_from_json(const json& j, std::string& why) {
     c.instance = j.at("instance").get<std::string>();
     c.state_path = j.at("state_path").get<std::string>();
     c.socket_path = j.at("socket_path").get<std::string>();
+    c.scale = j.value("scale", 1.0);
+    c.metrics_port = j.value("metrics_port", uint16_t{0});
+    if (!(c.scale > 0)) throw std::out_of_range("scale must be above 0");
     for (const auto& n : j.at("nodes"))
       c.nodes.push_back({n.at("node").get<std::string>(), n.at("netns").get<std::string>(), n.at("wd_phase_ns").get<int64_t>()});
     for (const auto& p : j.at("ports")) {

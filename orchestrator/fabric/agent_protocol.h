@@ -49,6 +49,8 @@ struct AgentConfig {
   std::vector<AgentNode> nodes;
   std::vector<AgentPort> ports;
   AgentWatchdog watchdog;
+  double scale = 1;       // D: the metrics it serves are physical
+  uint16_t metrics_port = 0;  // serve Prometheus text on 127.0.0.1:PORT/metrics (0: not at all)
 };
 
 struct PortPauseFigures {

@@ -97,6 +97,7 @@ KernelPlan plan_kernel(const model::Scenario& s) {
     kp.wd_action = w.action;
     kp.wd_predicate = w.predicate;
     kp.seed = s.seed;
+    kp.scale = s.scale.factor();
   }
   if (s.qos.pfc.headroom) kp.pfc_headroom = static_cast<uint32_t>(std::min<uint64_t>(s.qos.pfc.headroom->n, UINT32_MAX));
   kp.nodes.resize(s.nodes.size());
@@ -184,6 +185,7 @@ AgentConfig agent_config(const KernelPlan& kp, const std::string& instance) {
   cfg.instance = instance;
   cfg.state_path = std::string(sys::kStateDir) + "/" + instance + ".state";
   cfg.socket_path = agent_socket_path(instance);
+  cfg.scale = kp.scale;
   cfg.watchdog = {kp.watchdog, kp.wd_detection_ns, kp.wd_restoration_ns, kp.wd_poll_ns,
                   std::string(model::wd_action_name(kp.wd_action)), kp.wd_predicate};
   for (size_t x = 0; x < kp.nodes.size(); ++x) {

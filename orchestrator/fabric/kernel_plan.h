@@ -67,6 +67,7 @@ struct KernelPlan {
   // qos.pfc.watchdog on the wall clock (physical x D); the agent runs it.
   bool watchdog = false;
   uint64_t seed = 0;  // the scenario's: seeds each switch's watchdog poll phase
+  double scale = 1;   // the time scale D (the agent's metrics are physical)
   int64_t wd_detection_ns = 0, wd_restoration_ns = 0, wd_poll_ns = 0;
   model::WdAction wd_action = model::WdAction::kDrop;
   std::string wd_predicate = "mellanox";

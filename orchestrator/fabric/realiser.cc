@@ -369,8 +369,9 @@ bool Fabric::configure_node(size_t x, std::string& why) {
 // configuration. If we die before logging it, it reads EOF on the handshake and exits, so
 // nothing unrecorded survives.
 bool Fabric::start_agent(const UpOptions& o, std::string& why) {
-  if (!plan_.port_config.pfc_mask) return true;  // nothing to pause: no agent needed
+  if (!plan_.port_config.pfc_mask && !o.metrics_port) return true;  // nothing to pause or serve: no agent needed
   AgentConfig cfg = agent_config(plan_, instance_);
+  cfg.metrics_port = o.metrics_port;
   if (!log_->append({"file " + cfg.socket_path}, why)) return false;
   auto sp = sys::spawn_self({"agent", "--instance", instance_}, why);
   if (!sp) return false;

@@ -31,6 +31,7 @@ struct UpOptions {
   std::string scenario_record;
   const std::atomic<bool>* cancel = nullptr;          // set by a signal: roll back and stop
   std::function<void(const std::string&)> progress;   // long fabrics report as they go
+  uint16_t metrics_port = 0;  // the agent serves Prometheus metrics here (started even without PFC)
 };
 
 // A fabric this process brought up. Destroying the handle leaves the fabric running (it

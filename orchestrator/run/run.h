@@ -17,6 +17,7 @@ struct RunOptions {
   std::string out_dir;        // empty: runs/NAME-YYYYMMDD-HHMMSS under the current directory
   bool model_only = false;    // evaluate the model's metrics without making a fabric
   const std::atomic<bool>* cancel = nullptr;  // a signal asked us to stop: tear down, report
+  uint16_t metrics_port = 0;  // the agent serves Prometheus metrics here while the fabric is up
 };
 
 struct RunReport {

@@ -8,6 +8,8 @@
 - report.html in Debian's headless Chromium: every chart drawn, no JavaScript error, a
   screenshot that is not blank (skipped, with the reason, where chromium is not installed).
 - telemetry.series: off leaves no series files and the report says so.
+- --metrics-port: scraped during a run, the Prometheus values agree with `rocelab stats -j`
+  read right after, within what the line rate moves between the two reads.
 - capture: with DCQCN on, tshark with tools/wireshark/rocelab.lua decodes every PFC frame
   and CNP, none malformed; PFC frames a port sent = its pfc_tx, CNPs = the CNPs sent.
 
@@ -21,7 +23,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
+import urllib.request
 
 ROCELAB = ""
 CHROMIUM = shutil.which("chromium")
@@ -200,6 +204,49 @@ class Observe(unittest.TestCase):
         self.assertTrue(all("RoCEv2 CNP to QP" in l for l in cnp))
         self.assertEqual(len(cnp), res["workloads"]["engine"]["cnp_sent"])
         self.assertGreater(len(cnp), 0)
+
+    def test_metrics_endpoint_agrees_with_stats(self):
+        name = f"ob{os.getpid() % 100000}mp"
+        path = os.path.join(self.tmp, f"{name}.yaml")
+        with open(path, "w") as f:
+            f.write(SCENARIO.format(name=name, dcqcn="paper", extra="").replace("iterations: 2", "iterations: 12"))
+        port = 20000 + os.getpid() % 20000
+        run = subprocess.Popen([ROCELAB, "run", "--no-report", "--metrics-port", str(port), "--out",
+                                os.path.join(self.tmp, "mp"), path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            text, deadline = None, time.time() + 60
+            while time.time() < deadline and run.poll() is None:
+                try:
+                    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                except OSError:
+                    time.sleep(0.2)
+                    continue
+                if 'sai_queue_stat_bytes{node="sw",port="h5",queue="3"}' in body:
+                    t_scrape = time.time()
+                    text = body
+                    break
+                time.sleep(0.2)
+            self.assertIsNotNone(text, "no scrape with traffic before the run ended")
+            st = subprocess.run([ROCELAB, "stats", "-j", "--instance", name, "sw:h5"], capture_output=True, text=True)
+            elapsed = time.time() - t_scrape
+            self.assertEqual(st.returncode, 0, st.stderr)
+        finally:
+            run.wait(timeout=300)
+        self.assertEqual(run.returncode, 0, run.stderr.read().decode())
+        prom = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                k, v = line.rsplit(" ", 1)
+                prom[k] = float(v)
+        q3 = json.loads(st.stdout)["ports"][0]["priorities"][3]
+        moved = 100e9 / 1000 / 8 * (elapsed + 0.05) + 4200  # emulated line rate x the time between the reads
+        scraped = prom['sai_queue_stat_bytes{node="sw",port="h5",queue="3"}']
+        self.assertGreater(scraped, 0)
+        self.assertLessEqual(scraped, q3["tx_bytes"])
+        self.assertLessEqual(q3["tx_bytes"] - scraped, moved)
+        self.assertLessEqual(prom['sai_queue_stat_watermark_bytes{node="sw",port="h5",queue="3"}'], q3["depth_max"])
+        self.assertIn('node_infiniband_port_data_transmitted_bytes_total{device="h1_nic0",port="1"}', prom)
+        self.assertTrue(any(k.startswith("sai_port_stat_pfc_rx_pkts{") for k in prom))
 
     def test_report_of_a_non_run_directory_is_bad_input(self):
         r = subprocess.run([ROCELAB, "report", self.tmp], capture_output=True, text=True)
