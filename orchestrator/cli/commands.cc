@@ -27,6 +27,7 @@
 #include "run/inject.h"
 #include "run/kinds.h"
 #include "run/report.h"
+#include "cli/top.h"
 #include "run/resolved.h"
 #include "run/results.h"
 #include "run/run.h"
@@ -197,9 +198,19 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
   if (vm.count("out")) opts.out_dir = vm["out"].as<std::string>();
   opts.model_only = vm.count("model-only") > 0;
   opts.cancel = &g_cancel;
+  bool drew = false;
+  if (!g.json && isatty(STDERR_FILENO))  // a bar on a terminal; log lines when piped or in CI
+    opts.meter = [&drew](double done, const std::string& line) {
+      const int w = 30, n = std::clamp(int(done * w + 0.5), 0, w);
+      fmt::print(stderr, "\r[{}{}] {:3.0f}% {}\x1b[K", std::string(size_t(n), '#'), std::string(size_t(w - n), '.'),
+                 done * 100, line);
+      std::fflush(stderr);
+      drew = true;
+    };
   catch_signals();
   spdlog::info("run {}: {}", s->name, summary_line(*s));
   run::RunReport rep = run::run_scenario(*s, opts);
+  if (drew) fmt::print(stderr, "\n");
   if (g.json) {
     ordered_json j{{"run_dir", rep.run_dir}, {"outcome", rep.outcome}, {"exit_code", rep.exit_code},
                    {"assertions", run::assertions_json(rep.assertions)}};
@@ -463,6 +474,25 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
   if (!agent) fmt::print("agent: {}\n", agent.error().what);
   else if (*agent && only.empty()) print_agent_line(**agent);
   return 0;
+}
+
+int cmd_top(const po::variables_map& vm, const Globals&) {
+  auto name = instance_option(vm, "top");
+  if (!name) return kExitEnvironment;
+  if (!model::is_instance_name(*name)) {
+    std::cerr << "rocelab top: '" << name->substr(0, 64) << "' is not an instance name\n";
+    return kExitBadInput;
+  }
+  const double interval = vm["interval"].as<double>();
+  const int count = vm["count"].as<int>();
+  const int rows = vm["rows"].as<int>();
+  if (!(interval >= 0.1 && interval <= 3600) || count < 0 || rows < 1) {
+    std::cerr << "rocelab top: --interval is 0.1-3600 s, --count 0 or more, --rows 1 or more\n";
+    return kExitBadInput;
+  }
+  if (!require_root("top")) return kExitEnvironment;
+  catch_signals();
+  return run_top(*name, interval, count, size_t(rows), g_cancel);
 }
 
 int cmd_pause(const po::variables_map& vm, const Globals&) {
@@ -843,6 +873,20 @@ const std::vector<Command>& commands() {
              "target", po::value<std::string>(), "NODE or NODE:PORT");
        },
        cmd_stats},
+      {"top", "", "watch a running fabric's queues, pauses and rates, redrawn every second",
+       "The busiest queues of every port, deepest first: the exact backlog (the egress program's\n"
+       "probe), tx and rx rates over the interval, ECN marks, PFC frames sent and received,\n"
+       "drops, and whether a received XOFF holds the queue. Rates are emulated (physical = x D).\n"
+       "On a terminal each frame replaces the last (Ctrl-C ends it); piped, frames follow one\n"
+       "another. Reads what `stats` reads and leaves a run's time series undisturbed.",
+       "sudo rocelab top --instance incast-dcqcn\n  sudo rocelab top --count 3 --interval 0.5 | tee top.txt",
+       [](po::options_description& d) {
+         d.add_options()("instance", po::value<std::string>(), "instance (default: the only one up)")(
+             "interval", po::value<double>()->default_value(1.0), "seconds between frames")(
+             "count", po::value<int>()->default_value(0), "frames to show, then exit (0: until Ctrl-C)")(
+             "rows", po::value<int>()->default_value(30), "queues a frame shows at most");
+       },
+       cmd_top},
       {"pause", "NODE:PORT", "pause (or --resume) one priority on a port's egress, as PFC does",
        "What a received PFC XOFF does to a port, by hand: priority P stops leaving NODE:PORT,\n"
        "packets already queued stay queued, every other priority keeps flowing. --resume is the\n"

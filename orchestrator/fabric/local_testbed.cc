@@ -176,7 +176,7 @@ Result<std::vector<PortStats>> LocalTestbed::counters(const std::vector<PortRef>
   return out;
 }
 
-Result<std::vector<PortStats>> LocalTestbed::sample() {
+Result<std::vector<PortStats>> LocalTestbed::sample(bool take_peaks) {
   std::vector<PortStats> out;
   std::string why;
   for (size_t node = 0; node < nodes_.size(); ++node) {
@@ -186,7 +186,7 @@ Result<std::vector<PortStats>> LocalTestbed::sample() {
       for (uint32_t p = 0; p < RL_NUM_PRIO; ++p) {
         rl_counters& c = ps.prio[p].c;
         c = maps_->counters().read(pi.slot, p);
-        c.depth_peak = maps_->take_peak(pi.slot, p);
+        c.depth_peak = take_peaks ? maps_->take_peak(pi.slot, p) : 0;
         if (!c.depth_after) continue;  // its last packet (or probe) left it empty
         if (!in) {
           auto scope = sys::NetnsScope::enter(netns_fd(node), why);

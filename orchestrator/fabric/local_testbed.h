@@ -36,7 +36,7 @@ class LocalTestbed final : public Testbed {
   const sys::Clock& clock() const override { return clock_; }
   int netns_fd(size_t node) const override;
   Result<std::vector<PortStats>> counters(const std::vector<PortRef>& ports) override;
-  Result<std::vector<PortStats>> sample() override;
+  Result<std::vector<PortStats>> sample(bool take_peaks) override;
   Result<std::optional<AgentFigures>> agent_figures() override;
   Result<Change> set_loss(const PortRef& p, double probability, uint64_t seed) override;
   Result<Change> set_corruption(const PortRef& p, double probability, uint64_t seed) override;

@@ -96,8 +96,12 @@ class Testbed {
   // The same cheaply, for a sampler that asks often: the counter map as it stands, each
   // queue that may hold packets probed for its exact depth (depth_bytes), and in
   // c.depth_peak the most each queue held since the previous sample (then reset). No HTB
-  // dump: shaper_* stay 0. A fake testbed answers with counters().
-  virtual Result<std::vector<PortStats>> sample() { return counters({}); }
+  // dump: shaper_* stay 0. A fake testbed answers with counters(). Only the run's own
+  // sampler takes the peaks; a viewer (`rocelab top`) passes false and leaves them be.
+  virtual Result<std::vector<PortStats>> sample(bool take_peaks) {
+    (void)take_peaks;
+    return counters({});
+  }
   // The agent's figures as of now; nullopt when the fabric has no agent (no PFC priority).
   virtual Result<std::optional<AgentFigures>> agent_figures() = 0;
 

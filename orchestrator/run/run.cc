@@ -271,6 +271,7 @@ Status traffic_phase(RunContext& c) {
       // Flow rates on the ports' time base, never coarser than the fairness figures need.
       ro.trace_every_ns = std::min<int64_t>(telemetry::sample_interval(c.s).wall_ns, ro.trace_every_ns);
       ro.progress = [](const std::string& l) { spdlog::info("workloads: {}", l); };
+      ro.meter = c.opts.meter;
       ro.cancel = watch.flag();
       c.events->add("phase", {{"name", "workloads"}, {"status", "started"}});
       if (auto wr = workload::run_workloads(c.s, c.plan(), *c.testbed, ro)) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct RunOptions {
   bool model_only = false;    // evaluate the model's metrics without making a fabric
   const std::atomic<bool>* cancel = nullptr;  // a signal asked us to stop: tear down, report
   uint16_t metrics_port = 0;  // the agent serves Prometheus metrics here while the fabric is up
+  std::function<void(double, const std::string&)> meter;  // the workloads' progress (a bar); unset: log lines
 };
 
 struct RunReport {

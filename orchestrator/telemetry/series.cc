@@ -108,7 +108,7 @@ class SeriesRecorder final : public Recorder {
   // One sample; false once sampling must stop (an error, or the row cap).
   bool sample() {
     if (!failure_.empty() || capped_) return false;
-    auto ports = tb_.sample();
+    auto ports = tb_.sample(true);
     const int64_t now = tb_.clock().now();
     if (!ports) {
       failure_ = ports.error().what;

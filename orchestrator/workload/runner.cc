@@ -355,14 +355,15 @@ void Session::sample(Nanos now) {
       f.r.rate_trace.push_back(p);
     }
   }
-  if (o_.progress && now >= next_progress_) {
-    next_progress_ = now + 1'000'000'000;
+  if ((o_.progress || o_.meter) && now >= next_progress_) {
+    next_progress_ = now + (o_.meter ? 200'000'000 : 1'000'000'000);
     size_t jobs_done = 0;
     for (const auto& j : jobs_) jobs_done += j.done;
     char line[160];
     std::snprintf(line, sizeof line, "%zu of %zu workloads done, %.1f of %.1f MB acknowledged, %.0f s", jobs_done,
                   jobs_.size(), double(done_bytes_) / 1e6, double(total_bytes_) / 1e6, double(now - t0_) / 1e9);
-    o_.progress(line);
+    if (o_.meter) o_.meter(total_bytes_ ? double(done_bytes_) / double(total_bytes_) : 0, line);
+    else o_.progress(line);
   }
 }
 

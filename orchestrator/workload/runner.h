@@ -86,6 +86,9 @@ struct WorkloadRun {
 
 struct RunnerOptions {
   std::function<void(const std::string&)> progress;
+  // Instead of the once-a-second progress line, the share of bytes acknowledged and the
+  // line, five times a second (a progress bar on a terminal).
+  std::function<void(double, const std::string&)> meter;
   const std::atomic<bool>* cancel = nullptr;
   int64_t trace_every_ns = 10'000'000;  // each flow's rate trace, emulated (wall) ns between points
 };

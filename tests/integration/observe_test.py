@@ -8,6 +8,7 @@
 - report.html in Debian's headless Chromium: every chart drawn, no JavaScript error, a
   screenshot that is not blank (skipped, with the reason, where chromium is not installed).
 - telemetry.series: off leaves no series files and the report says so.
+- rocelab top during a run: the receiver's queue at the bottleneck's rate.
 - --metrics-port: scraped during a run, the Prometheus values agree with `rocelab stats -j`
   read right after, within what the line rate moves between the two reads.
 - capture: with DCQCN on, tshark with tools/wireshark/rocelab.lua decodes every PFC frame
@@ -230,6 +231,8 @@ class Observe(unittest.TestCase):
             st = subprocess.run([ROCELAB, "stats", "-j", "--instance", name, "sw:h5"], capture_output=True, text=True)
             elapsed = time.time() - t_scrape
             self.assertEqual(st.returncode, 0, st.stderr)
+            top = subprocess.run([ROCELAB, "top", "--instance", name, "--count", "1", "--interval", "0.3"],
+                                 capture_output=True, text=True, timeout=30)
         finally:
             run.wait(timeout=300)
         self.assertEqual(run.returncode, 0, run.stderr.read().decode())
@@ -247,6 +250,13 @@ class Observe(unittest.TestCase):
         self.assertLessEqual(prom['sai_queue_stat_watermark_bytes{node="sw",port="h5",queue="3"}'], q3["depth_max"])
         self.assertIn('node_infiniband_port_data_transmitted_bytes_total{device="h1_nic0",port="1"}', prom)
         self.assertTrue(any(k.startswith("sai_port_stat_pfc_rx_pkts{") for k in prom))
+        # top, piped: one frame, the receiver's queue busy at the bottleneck's emulated rate.
+        self.assertEqual(top.returncode, 0, top.stderr)
+        row = [l.split() for l in top.stdout.splitlines() if l.startswith("sw:h5 ")]
+        self.assertTrue(row, top.stdout)
+        self.assertEqual(row[0][1], "3")
+        self.assertGreater(float(row[0][3]), 20)  # tx Mbit/s, emulated (100 at most)
+        self.assertLessEqual(float(row[0][3]), 101)
 
     def test_report_of_a_non_run_directory_is_bad_input(self):
         r = subprocess.run([ROCELAB, "report", self.tmp], capture_output=True, text=True)

@@ -44,7 +44,7 @@ class FakeTestbed final : public fabric::Testbed {
   std::function<std::vector<fabric::PortStats>(int)> sampled;
   int64_t sample_step_ns = 1'000'000;
   int sample_calls = 0;
-  Result<std::vector<fabric::PortStats>> sample() override {
+  Result<std::vector<fabric::PortStats>> sample(bool) override {
     clock_.advance(sample_step_ns);
     return sampled ? sampled(sample_calls++) : std::vector<fabric::PortStats>{};
   }

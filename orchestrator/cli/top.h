@@ -1,0 +1,14 @@
+// `rocelab top`: a running fabric's queues, pauses and rates, redrawn in the terminal.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+
+namespace rocelab::cli {
+
+// `count` frames (0: until `stop`), each after `interval_s`; on a terminal each frame
+// replaces the last, otherwise frames follow one another. Returns the exit code.
+int run_top(const std::string& instance, double interval_s, int count, size_t max_rows, const std::atomic<bool>& stop);
+
+}  // namespace rocelab::cli
