@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include <time.h>
+
 #include "telemetry/sink.h"
 
 namespace rocelab::telemetry {
@@ -65,6 +67,7 @@ class SeriesRecorder final : public Recorder {
   std::string ports_csv(int64_t t0) const { return retime(ports_, t0); }
   std::string switches_csv(int64_t t0) const { return retime(switches_, t0); }
   size_t samples() const { return samples_; }
+  double cpu_seconds() const { return cpu_s_; }  // the sampling thread's, once stopped
   size_t rows() const { return rows_; }
   const std::string& failure() const { return failure_; }
   bool capped() const { return capped_; }
@@ -91,6 +94,14 @@ class SeriesRecorder final : public Recorder {
 
  private:
   void loop() {
+    struct CpuClock {  // the sampler thread's own CPU time, what the run pays for its series
+      double& out;
+      ~CpuClock() {
+        timespec ts{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        out = double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+      }
+    } cpu{cpu_s_};
     std::unique_lock lk(mu_);
     auto next = std::chrono::steady_clock::now();
     while (!stopped_) {
@@ -205,6 +216,7 @@ class SeriesRecorder final : public Recorder {
   size_t samples_ = 0, rows_ = 0;
   int64_t last_ns_ = 0;
   bool first_ = true, capped_ = false;
+  double cpu_s_ = 0;
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -233,6 +245,7 @@ Sink series_sink() {
            const SampleInterval iv = sample_interval(c.scenario);
            c.record["samples"] = r->samples();
            c.record["rows"] = r->rows();
+           c.record["cpu_seconds"] = r->cpu_seconds();
            c.record["interval_s"] = iv.physical_s;
            c.record["interval_wall_s"] = double(iv.wall_ns) / 1e9;
            c.metrics["series_samples"] = model::MetricValue{model::MetricKind::kScalar, double(r->samples()), {}};
