@@ -378,6 +378,7 @@ Status collect_phase(RunContext& c) {
 }
 
 Status down_phase(RunContext& c) {
+  for (auto& [type, r] : c.recorders) r->stop();  // none may read a fabric that is going (a phase that threw left them on)
   const auto t0 = std::chrono::steady_clock::now();
   if (auto st = c.testbed->down(); !st) return error(Errc::kEnvironment, "down failed: " + st.error().what);
   c.testbed.reset();
