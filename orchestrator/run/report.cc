@@ -112,8 +112,9 @@ Points with_zeros(const Points& p, double interval) {
   Points out;
   for (const auto& pt : p) {
     if (!out.empty() && pt.first - out.back().first > 1.5 * interval) {
-      if (out.back().second != 0) out.push_back({out.back().first + interval, 0});
-      out.push_back({pt.first - interval, 0});
+      const double before = out.back().first;
+      if (out.back().second != 0) out.push_back({before + interval, 0});
+      if (pt.first - interval > out.back().first) out.push_back({pt.first - interval, 0});  // x stays in order
     }
     out.push_back(pt);
   }

@@ -4,7 +4,7 @@
 // handle is opened inside the node's namespace, so its packet socket is bound there; the
 // reading thread need not be. Both directions are kept: what the port sent (data, PFC frames
 // its node generated, CNPs) and what it received before the ingress program (PFC it was
-// sent). Wireshark names RoCEv2 CNPs, ECN and PFC with tools/wireshark/rocelab.lua.
+// sent). Wireshark names RoCEv2 CNPs, ECN and PFC with scripts/wireshark/rocelab.lua.
 //
 // libpcap 1.10 (Debian 12) writes pcap, not pcapng: the files are pcap with nanosecond
 // timestamps (magic a1b23c4d), which every tool that reads pcapng also reads.

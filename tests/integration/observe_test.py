@@ -11,7 +11,7 @@
 - rocelab top during a run: the receiver's queue at the bottleneck's rate.
 - --metrics-port: scraped during a run, the Prometheus values agree with `rocelab stats -j`
   read right after, within what the line rate moves between the two reads.
-- capture: with DCQCN on, tshark with tools/wireshark/rocelab.lua decodes every PFC frame
+- capture: with DCQCN on, tshark with scripts/wireshark/rocelab.lua decodes every PFC frame
   and CNP, none malformed; PFC frames a port sent = its pfc_tx, CNPs = the CNPs sent.
 
 Usage: observe_test.py --rocelab PATH
@@ -31,7 +31,7 @@ import urllib.request
 ROCELAB = ""
 CHROMIUM = shutil.which("chromium")
 TSHARK = shutil.which("tshark")
-DISSECTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "wireshark", "rocelab.lua")
+DISSECTOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "wireshark", "rocelab.lua")
 
 SCENARIO = """name: {name}
 scale: 1000

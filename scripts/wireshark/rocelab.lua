@@ -4,8 +4,8 @@
 --   * the BTH's FECN and BECN bits (byte 4 of the BTH, no field in 4.0);
 --   * DSCP and ECN of every RoCEv2 packet in the Info column;
 --   * 802.1Qbb PFC (MAC Control CBFC) as "PFC XOFF p3 65535 quanta" / "PFC XON p3".
--- Use: wireshark -X lua_script:tools/wireshark/rocelab.lua capture-sw-host8.pcap
---      tshark -X lua_script:tools/wireshark/rocelab.lua -r FILE -Y rocelab.cnp
+-- Use: wireshark -X lua_script:scripts/wireshark/rocelab.lua capture-sw-host8.pcap
+--      tshark -X lua_script:scripts/wireshark/rocelab.lua -r FILE -Y rocelab.cnp
 -- or copy it into ~/.local/lib/wireshark/plugins/.
 
 local proto = Proto("rocelab", "rocelab RoCEv2 and PFC annotations")
