@@ -27,6 +27,7 @@
 #include "run/inject.h"
 #include "run/kinds.h"
 #include "run/report.h"
+#include "run/vm.h"
 #include "cli/top.h"
 #include "run/resolved.h"
 #include "run/results.h"
@@ -265,6 +266,12 @@ int cmd_report(const po::variables_map& vm, const Globals&) {
 
 int cmd_doctor(const po::variables_map&, const Globals& g) {
   run::Capabilities caps = run::detect_capabilities();
+  for (auto& c : caps.items)  // /dev/kvm opening proves nothing: a guest must run
+    if (c.name == "kvm") {
+      const run::KvmProbe k = run::probe_kvm();
+      c.ok = k.ok;
+      c.why = k.why;
+    }
   if (g.json) {
     std::cout << ordered_json{{"ok", caps.all_required()}, {"capabilities", caps.to_json()}}.dump(2) << "\n";
   } else {
@@ -826,8 +833,7 @@ const std::vector<Command>& commands() {
        "shared buffer, the FCT slowdown CDF, collectives' busbw against their bound, with fault\n"
        "and watchdog markers on every timeline. `run` writes it already; this writes it again\n"
        "(from a copied run directory, say). With gnuplot installed, static SVG plots too.",
-       "rocelab report runs/incast-dcqcn-20261124T120000Z && chromium runs/incast-dcqcn-*/report.html\n"
-       "  rocelab report --out /tmp/r.html --no-plots /tmp/r1",
+       "rocelab report /tmp/r1\n  rocelab report --out /tmp/r1/copy.html --no-plots /tmp/r1",
        [](po::options_description& d) {
          d.add_options()("out", po::value<std::string>(), "write the report here (default RUN_DIR/report.html)")(
              "no-plots", "skip RUN_DIR/plots/*.svg")("run_dir", po::value<std::string>(), "the run directory");
@@ -879,7 +885,7 @@ const std::vector<Command>& commands() {
        "drops, and whether a received XOFF holds the queue. Rates are emulated (physical = x D).\n"
        "On a terminal each frame replaces the last (Ctrl-C ends it); piped, frames follow one\n"
        "another. Reads what `stats` reads and leaves a run's time series undisturbed.",
-       "sudo rocelab top --instance incast-dcqcn\n  sudo rocelab top --count 3 --interval 0.5 | tee top.txt",
+       "sudo rocelab top --instance quickstart --count 3 --interval 0.5\n  sudo rocelab top --count 1 | tee top.txt",
        [](po::options_description& d) {
          d.add_options()("instance", po::value<std::string>(), "instance (default: the only one up)")(
              "interval", po::value<double>()->default_value(1.0), "seconds between frames")(

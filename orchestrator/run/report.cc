@@ -417,21 +417,22 @@ std::string report_page(const json& res, const json& resolved, const json& data,
                         bool series, const std::string& chartjs) {
   const size_t dq = dropped.at("queues"), dp = dropped.at("pauses"), df = dropped.at("flows");
   const std::string outcome = res.value("outcome", "?");
+  const json sc = res.value("scenario", json::object());
   std::string h = "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>rocelab: " +
-                  esc(res["scenario"].value("name", "")) + "</title><style>" + kStyle + "</style></head><body>";
-  h += fmt::format("<h1>{} &mdash; <span class=\"{}\">{}</span> (exit {})</h1>", esc(res["scenario"].value("name", "")),
+                  esc(sc.value("name", "")) + "</title><style>" + kStyle + "</style></head><body>";
+  h += fmt::format("<h1>{} &mdash; <span class=\"{}\">{}</span> (exit {})</h1>", esc(sc.value("name", "")),
                    esc(outcome), esc(outcome), res.value("exit_code", -1));
-  h += "<p>" + esc(res["scenario"].value("description", "")) + "</p>";
+  h += "<p>" + esc(sc.value("description", "")) + "</p>";
   h += fmt::format("<p class=\"note\">seed {}, D = {} (emulated rates = physical / D; every figure here is physical), "
                    "kernel {}, rocelab {}, started {}, {:.1f} s.</p>",
-                   res.value("seed", 0), res.value("scale", 0.0), esc(res["kernel"].value("release", "")),
+                   res.value("seed", 0), res.value("scale", 0.0), esc(res.value("kernel", json::object()).value("release", "")),
                    esc(res.value("rocelab_version", "")), esc(res.value("started_at", "")), res.value("duration_s", 0.0));
   if (res.contains("error")) h += "<p class=\"fail\">" + esc(res.value("error", "")) + "</p>";
   h += "<div id=\"errors\"></div><h2>Assertions</h2>";
   if (res.value("assertions", json::array()).empty()) h += "<p class=\"note\">The scenario has no expect: assertions.</p>";
   else {
     h += "<table><tr><th>outcome</th><th>assertion</th><th>observed</th></tr>";
-    for (const auto& a : res["assertions"]) {
+    for (const auto& a : res.value("assertions", json::array())) {
       std::string obs;
       const json observed = a.value("observed", json::object());
       for (const auto& [k, v] : observed.items()) obs += (obs.empty() ? "" : "; ") + k + " = " + v.dump();
@@ -459,7 +460,7 @@ std::string report_page(const json& res, const json& resolved, const json& data,
   }
   if (!res.value("notes", json::array()).empty()) {
     h += "<h2>Notes</h2><ul>";
-    for (const auto& n : res["notes"]) h += "<li>" + esc(n.get<std::string>()) + "</li>";
+    for (const auto& n : res.value("notes", json::array())) h += "<li>" + esc(n.get<std::string>()) + "</li>";
     h += "</ul>";
   }
   std::string payload = data.dump();
@@ -505,14 +506,19 @@ Result<ReportFiles> write_report(const ReportOptions& o) {
   const json resolved = json::parse(slurp(dir / "resolved.json").value_or("null"), nullptr, false);
   ReportFiles out;
 
-  std::set<std::string> switches;
-  if (resolved.is_object())
-    for (const auto& n : resolved.value("nodes", json::array()))
-      if (n.value("kind", "") != "host") switches.insert(n.value("name", ""));
-
   std::map<std::string, size_t> dropped;
-  const json data = report_data(dir, res, switches, dropped);
-  const std::string h = report_page(res, resolved, data, dropped, fs::exists(dir / "series-ports.csv"), *chartjs);
+  json data;
+  std::string h;
+  try {  // a results.json of another shape (edited, truncated, another version) is bad input, never a crash
+    std::set<std::string> switches;
+    if (resolved.is_object() && resolved.contains("nodes") && resolved["nodes"].is_array())
+      for (const auto& n : resolved["nodes"])
+        if (n.is_object() && n.value("kind", "") != "host") switches.insert(n.value("name", ""));
+    data = report_data(dir, res, switches, dropped);
+    h = report_page(res, resolved, data, dropped, fs::exists(dir / "series-ports.csv"), *chartjs);
+  } catch (const json::exception& e) {
+    return error(Errc::kBadInput, o.run_dir + ": results.json or resolved.json is not as a run writes it (" + e.what() + ")");
+  }
   out.html = o.out.empty() ? (dir / "report.html").string() : o.out;
   {
     std::ofstream f(out.html, std::ios::binary | std::ios::trunc);

@@ -17,7 +17,8 @@ import harness
 ROCELAB = SOURCE = None
 IS_ROOT = os.geteuid() == 0
 BASE = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n"
-COMMANDS = ["validate", "graph", "run", "up", "down", "status", "stats", "pause", "pfcwd", "agent", "perf", "doctor"]
+COMMANDS = ["validate", "graph", "run", "report", "up", "down", "status", "stats", "top", "pause", "pfcwd", "agent", "perf",
+            "doctor"]
 
 # Shown but not run here, each with why.
 SKIPPED = {
@@ -35,12 +36,16 @@ PLAN = [
     "rocelab doctor -j | jq .capabilities.netem",
     "rocelab run scenarios/quickstart.yaml",
     "rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml",
+    "rocelab report /tmp/r1",
+    "rocelab report --out /tmp/r1/copy.html --no-plots /tmp/r1",
     "rocelab run --scale 2000 scenarios/incast-dcqcn.yaml",
     "sudo rocelab up scenarios/quickstart.yaml && sudo ip netns exec rl-quickstart.host1 ip route",
     "sudo rocelab up --instance qs2 scenarios/quickstart.yaml",
     ("cleanup", "rocelab down qs2"),
     "sudo rocelab status -j quickstart | jq '.nodes[0].interfaces'",
     "sudo rocelab stats leaf1:host1",
+    "sudo rocelab top --instance quickstart --count 3 --interval 0.5",
+    "sudo rocelab top --count 1 | tee top.txt",
     "sudo rocelab stats -j --instance quickstart | jq '.ports[0].priorities[3]'",
     "sudo rocelab pause leaf1:host1 --prio 3 && sudo rocelab stats leaf1:host1",
     "sudo rocelab pause --resume leaf1:host1 --prio 3",

@@ -262,6 +262,21 @@ class Observe(unittest.TestCase):
         r = subprocess.run([ROCELAB, "report", self.tmp], capture_output=True, text=True)
         self.assertEqual(r.returncode, 3, r.stderr)
         self.assertIn("no results.json", r.stderr)
+        # Hostile results.json files: bad input (exit 3) with the reason, or a report; never a crash.
+        hostile = ['', '[]', '{"scenario": 5}', '{"assertions": [1, 2]}', '{"notes": [{}]}',
+                   '{"workloads": {"flows": [7]}}', '{"scenario": {"name": ["x"]}}', '{"kernel": "6.18"}',
+                   '{"outcome": "pass", "assertions": [{"observed": 3}]}', '{"seed": "x"', '{"scale": {}}']
+        for i, text in enumerate(hostile):
+            d = os.path.join(self.tmp, f"hostile{i}")
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "results.json"), "w") as f:
+                f.write(text)
+            with open(os.path.join(d, "series-ports.csv"), "w") as f:
+                f.write("t_s,node\n1,\"unterminated\nx,y,z\n")
+            r = subprocess.run([ROCELAB, "report", "--no-plots", d], capture_output=True, text=True, timeout=60)
+            self.assertIn(r.returncode, (0, 3), f"{text!r}: {r.stderr}")
+            if r.returncode == 3:
+                self.assertIn("rocelab report:", r.stderr)
 
 
 if __name__ == "__main__":
