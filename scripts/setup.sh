@@ -14,6 +14,7 @@ PKGS=(
   graphviz jq                 # the README's examples pipe into dot and jq
   libjs-chart.js gnuplot-nox  # report.html inlines Chart.js; plots/*.svg through gnuplot
   chromium                    # the report's test renders it headless (Debian's; Ubuntu's is a snap)
+  qemu-system-x86 cpio kmod   # the VM image (images/build.sh) and the vm test tier
 )
 # `setup.sh --bench` adds what bench/ compares against (Mininet with Linux bridges).
 if [ "${1:-}" = "--bench" ]; then

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what is missing, build, and run every test tier (unit, bpf, integration).
+# Install what is missing, build, and run every test tier (unit, bpf, integration, vm).
 # Tiers that need root skip with a reason when not run as root; CI runs as root.
 # Extra arguments go to ctest, e.g. scripts/test.sh -L unit
 set -euo pipefail

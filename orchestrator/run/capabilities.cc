@@ -83,8 +83,11 @@ Capabilities detect_capabilities() {
       !rxe ? "no rdma_rxe on this kernel"
            : in_netns ? "kernel " + k.release + " has rxe network-namespace support (7.1+)"
                       : "kernel " + k.release + " predates 7.1: rxe traffic fails inside a namespace");
+  // Whether KVM really boots a guest is doctor's to find out (a test boot takes seconds):
+  // here only whether the device is there.
   bool kvm = sys::path_exists("/dev/kvm");
-  add("kvm", kvm, false, kvm ? "/dev/kvm is present" : "no /dev/kvm: the VM tier runs under TCG (slow)");
+  add("kvm", kvm, false, kvm ? "/dev/kvm is present (not tried: rocelab doctor tries a boot)"
+                             : "no /dev/kvm: the VM tier runs under TCG (slow)");
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   add("cpus", cpus >= 2, false, std::to_string(cpus) + " online CPUs (emulated rates must fit in them)");
   return caps;

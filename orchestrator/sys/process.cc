@@ -182,7 +182,8 @@ bool run_with_input(const std::string& path, const std::vector<std::string>& arg
     usleep(10'000);
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return wrote;
-  why = path + (WIFEXITED(status) ? " exited " + std::to_string(WEXITSTATUS(status)) : std::string(" was killed"));
+  why = path + (WIFEXITED(status) ? " exited " + std::to_string(WEXITSTATUS(status))
+                                  : " ended by signal " + std::to_string(WTERMSIG(status)));
   return false;
 }
 

@@ -1,0 +1,34 @@
+// The project's VM image (images/build.sh: Debian's 6.12 kernel with rdma_rxe and a small
+// initramfs) booted with qemu. The guest runs the job.sh of a directory shared as 9p tag
+// `job`, leaves job.log and job.rc there, and powers off (images/build.sh writes its /init).
+#pragma once
+
+#include <string>
+
+#include "sys/error.h"
+
+namespace rocelab::run {
+
+// Where the image is: $ROCELAB_VM_IMAGE, else images/out beside the binary's source tree
+// (BUILD/rocelab -> images/out), else ./images/out. Empty when none holds vmlinuz and initrd.img.
+std::string vm_image_dir();
+
+struct VmBoot {
+  bool ran = false;      // the guest ran the job and wrote job.rc
+  int job_rc = -1;
+  double seconds = 0;
+  std::string why;       // when it did not run: how qemu ended
+};
+
+// Boots `image_dir` with `accel` ("kvm" or "tcg,thread=multi"), the job in `job_dir`.
+VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const std::string& accel, int timeout_ms);
+
+// Whether KVM can run the image here, by a test boot of a job that only exits: "yes" needs
+// a guest that ran, not a /dev/kvm that opens.
+struct KvmProbe {
+  bool ok = false;
+  std::string why;
+};
+KvmProbe probe_kvm();
+
+}  // namespace rocelab::run
