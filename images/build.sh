@@ -6,7 +6,9 @@
 # rdmacm-utils and their libraries. Packages are unpacked (dpkg-deb -x), never installed:
 # nothing runs as root on this machine but apt-get download.
 #
-# Usage: images/build.sh [OUT_DIR]     (default images/out; ~70 MB downloaded once)
+# Usage: images/build.sh [--rocelab BIN] [OUT_DIR]   (default images/out; ~70 MB downloaded once)
+# --rocelab puts that rocelab binary in the image as /usr/bin/rocelab, with the Debian
+# packages of the libraries it links (found through ldd and dpkg -S on this machine).
 # Writes OUT_DIR/{vmlinuz, initrd.img, manifest.txt}; manifest.txt lists every package and
 # version that went in. ROCELAB_VM_KERNEL=6.12.115+deb12-amd64 pins the kernel (default: the
 # newest 6.12 the archive offers). Idempotent: an OUT_DIR whose manifest matches is kept.
@@ -18,6 +20,11 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+rocelab=""
+if [ "${1:-}" = "--rocelab" ]; then
+  rocelab=$(readlink -f "${2:?--rocelab needs the binary}")
+  shift 2
+fi
 out=${1:-$here/out}
 for tool in apt-get apt-cache dpkg-deb cpio gzip depmod; do
   command -v "$tool" >/dev/null || { echo "images/build.sh: needs $tool" >&2; exit 4; }
@@ -30,6 +37,18 @@ if [ -z "$kver" ]; then
   exit 4
 fi
 userland=(busybox-static kmod iproute2 ibverbs-providers perftest rdmacm-utils)
+if [ -n "$rocelab" ]; then
+  # Each library the binary links, as the package that ships it (merged /usr: try both paths).
+  while read -r lib; do
+    real=$(readlink -f "$lib")
+    pkg=""
+    for cand in "$real" "${real#/usr}" "/usr$real" "$lib"; do
+      pkg=$(dpkg -S "$cand" 2>/dev/null | head -1 | cut -d: -f1) && [ -n "$pkg" ] && break
+    done
+    [ -n "$pkg" ] || { echo "images/build.sh: no Debian package ships $lib (linked by $rocelab)" >&2; exit 4; }
+    userland+=("$pkg")
+  done < <(ldd "$rocelab" | awk '$3 ~ /^\// {print $3}')
+fi
 # Packages whose files nothing in the guest uses (maintainer tooling, PAM, the installer).
 skip='^(debconf|cdebconf|dpkg|adduser|passwd|install-info|tar|libpam.*|libdebian-installer4|libnewt0\.52|libslang2|libtextwrap1|libsemanage.*|libaudit.*)$'
 mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
@@ -48,6 +67,7 @@ for deb in "$work"/debs/*.deb; do
   dpkg-deb -f "$deb" Package Version | paste -sd' ' >> "$work/manifest.txt"
 done
 sort -o "$work/manifest.txt" "$work/manifest.txt"
+[ -z "$rocelab" ] || echo "rocelab $(sha256sum "$rocelab" | cut -c1-16)" >> "$work/manifest.txt"
 if [ -f "$out/manifest.txt" ] && [ -f "$out/vmlinuz" ] && [ -f "$out/initrd.img" ] && cmp -s "$work/manifest.txt" "$out/manifest.txt"; then
   echo "images/build.sh: $out is up to date"
   exit 0
@@ -60,7 +80,11 @@ cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz.new"
 # Only the modules rxe, veth and the 9p share need, with what they depend on (rxe's ICRC
 # asks the crypto API for crc32, a module no dependency names; virtio_pci may be one too).
 depmod -b "$root" "$kver"
-mods=$(modprobe -a -d "$root" -S "$kver" --show-depends virtio_pci rdma_rxe crc32_generic crc32_pclmul veth 9p 9pnet_virtio 2>/dev/null | awk '$1 == "insmod" {print $2}')
+# With rocelab in the image, its qdiscs and classifiers too (the kernel loads them on demand).
+sched=""
+[ -z "$rocelab" ] || sched=$(cd "$root/lib/modules/$kver/kernel/net/sched" && ls | sed 's/\.ko.*$//' | tr '\n' ' ')
+# shellcheck disable=SC2086
+mods=$(modprobe -a -d "$root" -S "$kver" --show-depends virtio_pci rdma_rxe crc32_generic crc32_pclmul veth 9p 9pnet_virtio $sched 2>/dev/null | awk '$1 == "insmod" {print $2}')
 [ -n "$mods" ] || { echo "images/build.sh: modprobe found no rdma_rxe in $kver" >&2; exit 4; }
 keep=$work/keep
 mkdir -p "$keep/lib/modules/$kver"
@@ -86,6 +110,7 @@ for d in bin sbin lib lib64; do
 done
 mkdir -p "$root"/{proc,sys,dev,tmp,run,job,etc}
 echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
+[ -z "$rocelab" ] || install -m 755 "$rocelab" "$root/usr/bin/rocelab"
 cat > "$root/init" <<'EOF'
 #!/usr/bin/busybox sh
 # rocelab's VM: run the host's job (9p tag `job`), keep its output and exit code, power off.
@@ -94,6 +119,8 @@ $bb mount -t proc proc /proc
 $bb mount -t sysfs sys /sys
 $bb mount -t devtmpfs dev /dev
 $bb mount -t tmpfs tmp /tmp
+$bb mount -t tmpfs run /run
+$bb mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 # Full paths: busybox sh runs its own applets (modprobe, ip) before anything on PATH, and
 # they lack what kmod (xz modules) and iproute2 (rules by oif) have.

@@ -15,10 +15,16 @@
 namespace rocelab::bpf {
 
 namespace {
+// Whole messages: libbpf hands the verifier's log over in one call, and its reason for
+// refusing a program is at the end.
 int log_to_spdlog(enum libbpf_print_level level, const char* fmt, va_list args) {
-  char buf[1024];
-  int n = std::vsnprintf(buf, sizeof buf, fmt, args);
-  std::string line(buf);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, args);
+  std::string line(n > 0 ? size_t(n) + 1 : 1, '\0');
+  if (n > 0) std::vsnprintf(line.data(), line.size(), fmt, again);
+  va_end(again);
+  line.resize(n > 0 ? size_t(n) : 0);
   while (!line.empty() && line.back() == '\n') line.pop_back();
   if (level == LIBBPF_WARN) spdlog::warn("libbpf: {}", line);
   else spdlog::debug("libbpf: {}", line);

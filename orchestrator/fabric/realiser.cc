@@ -27,6 +27,7 @@
 #include "bpf/port_programs.h"
 #include "fabric/port_config.h"
 #include "netlink/batch.h"
+#include "netlink/datapath_probe.h"
 #include "netlink/offload.h"
 #include "sys/host_info.h"
 #include "sys/process.h"
@@ -258,6 +259,16 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
 }
 
 bool Fabric::load_programs(std::string& why) {
+  // The egress program reads HTB's own structures (CO-RE). Where sch_htb is a module (stock
+  // distribution kernels), its types exist only once it is loaded, and the kernel loads it
+  // for the first HTB qdisc made: a probe in a private namespace makes one first (found in
+  // the VM image: Debian's 6.12 refused the program with "failed to resolve CO-RE
+  // relocation struct htb_sched" until something had made an HTB qdisc).
+  if (!sys::path_exists("/sys/module/sch_htb")) {
+    std::string probe_why;
+    (void)sys::run_in_private_netns([] { return netlink::encode(netlink::probe_datapath({"htb", "tbf", "clsact"})); },
+                                    probe_why);
+  }
   progs_ = bpf::PortPrograms::load(plan_.ports, plan_.port_config, why);
   if (!progs_) return false;
   for (const NodePlan& np : plan_.nodes) {

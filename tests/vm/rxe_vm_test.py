@@ -8,10 +8,15 @@ them and `rdma link` shows both devices. KVM is used only where a test boot prov
 otherwise TCG (on these machines /dev/kvm opens but a guest stops with an emulation
 failure).
 
-Usage: rxe_vm_test.py --image-dir DIR [--source REPO]   (builds the image into DIR if absent)
+With --rocelab, the image carries that binary too, and rocelab itself runs in the guest:
+a fabric comes up (on a fresh kernel whose sch_htb is a module not loaded yet) and goes
+down, and `doctor` there finds rdma_rxe and netem (which this machine's kernel lacks).
+
+Usage: rxe_vm_test.py --image-dir DIR [--source REPO] [--rocelab BIN]   (builds the image into DIR)
 Exit 77 (skipped, with the reason) without qemu-system-x86_64, without root for the
 build's apt downloads, or when the image cannot be built (no Debian archive reachable).
 """
+import json
 import os
 import re
 import shutil
@@ -22,6 +27,7 @@ import time
 import unittest
 
 IMAGE_DIR = ""
+ROCELAB = ""
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 QEMU = shutil.which("qemu-system-x86_64")
 
@@ -74,11 +80,12 @@ class Vm(unittest.TestCase):
     def setUpClass(cls):
         if not QEMU:
             raise unittest.SkipTest("qemu-system-x86_64 is not installed (scripts/setup.sh installs it)")
-        if not os.path.exists(os.path.join(IMAGE_DIR, "initrd.img")):
-            if os.geteuid() != 0:
+        if os.geteuid() != 0:
+            if not os.path.exists(os.path.join(IMAGE_DIR, "initrd.img")):
                 raise unittest.SkipTest("the VM image is not built and building it needs root (apt-get download)")
-            r = subprocess.run([os.path.join(SOURCE, "images", "build.sh"), IMAGE_DIR], capture_output=True, text=True,
-                               timeout=900)
+        else:  # builds it, or keeps it when its manifest (packages, the rocelab binary) matches
+            r = subprocess.run([os.path.join(SOURCE, "images", "build.sh"), *(["--rocelab", ROCELAB] if ROCELAB else []),
+                                IMAGE_DIR], capture_output=True, text=True, timeout=900)
             if r.returncode != 0:
                 raise unittest.SkipTest(f"the VM image could not be built: {r.stderr.strip()[-300:]}")
 
@@ -110,11 +117,45 @@ class Vm(unittest.TestCase):
         finally:
             shutil.rmtree(job, ignore_errors=True)
 
+    def test_rocelab_runs_in_the_guest(self):
+        if not ROCELAB:
+            self.skipTest("no --rocelab: the image carries no rocelab binary")
+        job = tempfile.mkdtemp(prefix="rocelab-vm-")
+        try:
+            shutil.copy(os.path.join(SOURCE, "scenarios", "quickstart.yaml"), os.path.join(job, "quickstart.yaml"))
+            with open(os.path.join(job, "job.sh"), "w") as f:
+                # up first: on a fresh stock kernel (sch_htb a module nothing has loaded yet) it
+                # must load its programs without doctor's probes having gone before.
+                f.write("#!/bin/sh\nset -x\ncd /job\n/usr/bin/rocelab up quickstart.yaml || exit 10\n"
+                        "/usr/bin/rocelab status -j quickstart > status.json || exit 11\n"
+                        "/usr/bin/rocelab down quickstart || exit 12\n"
+                        "/usr/bin/rocelab doctor -j > doctor.json\n")
+            os.chmod(os.path.join(job, "job.sh"), 0o755)
+            p, seconds = boot(IMAGE_DIR, job, "tcg,thread=multi", 300)
+            rc_path = os.path.join(job, "job.rc")
+            self.assertTrue(os.path.exists(rc_path), f"the guest did not run its job:\n{p.stdout[-2000:]}")
+            with open(os.path.join(job, "job.log")) as f:
+                log = f.read()
+            with open(rc_path) as f:
+                self.assertEqual(f.read().strip(), "0", log[-3000:])
+            with open(os.path.join(job, "doctor.json")) as f:
+                caps = json.load(f)["capabilities"]
+            self.assertTrue(caps["rxe"]["ok"], caps["rxe"])
+            self.assertFalse(caps["rxe_in_netns"]["ok"], "6.12 predates rxe's namespace support (7.1)")
+            self.assertTrue(caps["netem"]["ok"], caps["netem"])
+            with open(os.path.join(job, "status.json")) as f:
+                self.assertGreater(len(json.load(f)["nodes"]), 2)
+            print(f"vm: rocelab up, status, down and doctor in the guest: {seconds:.1f} s (TCG)", file=sys.stderr)
+        finally:
+            shutil.rmtree(job, ignore_errors=True)
+
 
 if __name__ == "__main__":
     args = sys.argv[1:]
     if "--image-dir" in args:
         IMAGE_DIR = os.path.abspath(args[args.index("--image-dir") + 1])
+    if "--rocelab" in args:
+        ROCELAB = os.path.abspath(args[args.index("--rocelab") + 1])
     if "--source" in args:
         SOURCE = os.path.abspath(args[args.index("--source") + 1])
     unittest.main(argv=[sys.argv[0]], verbosity=2)
