@@ -173,6 +173,47 @@ void catch_signals() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
 }
 
+void write_report_of(const std::string& run_dir) {
+  run::ReportOptions ro;
+  ro.run_dir = run_dir;
+  if (auto r = run::write_report(ro)) {
+    for (const auto& n : r->notes) spdlog::warn("report: {}", n);
+    std::cout << "report: " << r->html << "\n";
+  } else {
+    spdlog::warn("report: {}", r.error().what);  // the run's outcome stands; `rocelab report` can retry
+  }
+}
+
+// `run --vm`: the scenario inside the project's VM image (run/vm.h); its output and run
+// directory come back here, the report is written here.
+int run_vm(const po::variables_map& vm, const model::Scenario& s) {
+  if (vm.count("model-only") || vm.count("metrics-port")) {
+    std::cerr << "rocelab run: --vm runs the scenario in a VM: --model-only and --metrics-port do not apply there\n";
+    return kExitBadInput;
+  }
+  run::VmRunOptions o;
+  o.scenario_path = vm["scenario"].as<std::string>();
+  o.instance_name = s.name;
+  if (vm.count("out")) o.out_dir = vm["out"].as<std::string>();
+  if (vm.count("scale")) o.run_args.push_back("--scale=" + fmt::format("{}", vm["scale"].as<double>()));
+  if (vm.count("seed")) o.run_args.push_back("--seed=" + std::to_string(vm["seed"].as<int64_t>()));
+  if (vm.count("instance")) o.run_args.push_back("--instance=" + vm["instance"].as<std::string>());
+  spdlog::info("run {} in the VM image (booting; under TCG this is slow)", s.name);
+  auto r = run::run_in_vm(o);
+  if (!r) {
+    std::cerr << "rocelab run --vm: " << r.error().what << "\n";
+    return r.error().exit_code();
+  }
+  std::cout << r->output;
+  if (!r->run_dir.empty()) {
+    if (!vm.count("no-report")) write_report_of(r->run_dir);
+    std::cout << "run directory: " << r->run_dir << "\n";
+  }
+  fmt::print("in the VM ({}, {:.1f} s from boot to power-off): exit {}\n", r->accel.rfind("kvm", 0) == 0 ? "KVM" : "TCG",
+             r->seconds, r->exit_code);
+  return r->exit_code;
+}
+
 int cmd_run(const po::variables_map& vm, const Globals& g) {
   auto s = load(vm, g);
   if (!s) return kExitBadInput;
@@ -191,6 +232,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     }
     s->seed = uint64_t(seed);
   }
+  if (vm.count("vm")) return run_vm(vm, *s);
   run::RunOptions opts;
   const auto port = metrics_port(vm, "run");
   if (!port) return kExitBadInput;
@@ -229,16 +271,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     }
   }
   if (!rep.error.empty()) std::cerr << "rocelab run: " << rep.error << "\n";
-  if (!rep.run_dir.empty() && !vm.count("no-report")) {
-    run::ReportOptions ro;
-    ro.run_dir = rep.run_dir;
-    if (auto r = run::write_report(ro)) {
-      for (const auto& n : r->notes) spdlog::warn("report: {}", n);
-      std::cout << "report: " << r->html << "\n";
-    } else {
-      spdlog::warn("report: {}", r.error().what);  // the run's outcome stands; `rocelab report` can retry
-    }
-  }
+  if (!rep.run_dir.empty() && !vm.count("no-report")) write_report_of(rep.run_dir);
   if (!rep.run_dir.empty()) std::cout << "run directory: " << rep.run_dir << "\n";
   std::cout << "outcome: " << rep.outcome << " (exit " << rep.exit_code << ")\n";
   return rep.exit_code;
@@ -821,7 +854,9 @@ const std::vector<Command>& commands() {
              "time scale D instead of the file's 'scale:' (emulated rates = physical / D); a larger D "
              "gives a slow machine room after an invalid run (exit 2)")(
              "seed", po::value<int64_t>(), "seed instead of the file's 'seed:' (repeat a run with other random choices)")(
-             "no-report", "do not write RUN_DIR/report.html (rocelab report RUN_DIR writes it later)");
+             "no-report", "do not write RUN_DIR/report.html (rocelab report RUN_DIR writes it later)")(
+             "vm", "run it inside the project's VM image (images/build.sh --rocelab): a kernel with rdma_rxe and "
+                   "netem; the run directory comes back here");
          add_metrics_option(d);
          add_instance_option(d);
          add_scenario_arg(d);

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
+#include "run/results.h"
 #include "sys/process.h"
 
 namespace rocelab::run {
@@ -49,6 +51,81 @@ VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const s
   if (rc >> b.job_rc) b.ran = true;
   else b.why = exited ? "the guest powered off without running its job" : why;
   return b;
+}
+
+namespace {
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+bool image_has_rocelab(const std::string& image) {
+  std::ifstream m(image + "/manifest.txt");
+  for (std::string line; std::getline(m, line);)
+    if (line.rfind("rocelab ", 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+Result<VmRun> run_in_vm(const VmRunOptions& o) {
+  const std::string image = vm_image_dir();
+  if (image.empty())
+    return error(Errc::kEnvironment, "no VM image: build it with `sudo images/build.sh --rocelab build/rocelab` "
+                                     "(or set ROCELAB_VM_IMAGE)");
+  if (!image_has_rocelab(image))
+    return error(Errc::kEnvironment, image + " was built without rocelab's libraries: rebuild it with "
+                                             "`sudo images/build.sh --rocelab build/rocelab`");
+  if (access("/usr/bin/qemu-system-x86_64", X_OK) != 0)
+    return error(Errc::kEnvironment, "qemu-system-x86_64 is not installed (scripts/setup.sh installs it)");
+  VmRun r;
+  std::error_code ec;
+  const fs::path dir = o.out_dir.empty() ? fs::path("runs") / (o.instance_name + "-" + utc_timestamp(
+                                                                   std::chrono::system_clock::now(), true))
+                                         : fs::path(o.out_dir);
+  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
+    return error(Errc::kEnvironment, "run directory " + dir.string() + " already exists and is not empty (choose another --out)");
+  char tmpl[] = "/tmp/rocelab-vm-XXXXXX";
+  if (!mkdtemp(tmpl)) return error(Errc::kEnvironment, "no temporary directory for the guest's job");
+  const fs::path job = tmpl;
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code e;
+      fs::remove_all(p, e);
+    }
+  } cleanup{job};
+  // This binary and the scenario go to the guest; what the guest runs is exactly this build.
+  fs::copy_file("/proc/self/exe", job / "rocelab", ec);
+  if (!ec) fs::copy_file(o.scenario_path, job / "scenario.yaml", ec);
+  if (ec) return error(Errc::kEnvironment, "preparing the guest's job: " + ec.message());
+  std::string cmd = "exec /job/rocelab run --no-report --out /job/run";
+  for (const auto& a : o.run_args) cmd += " " + shell_quote(a);
+  {
+    std::ofstream f(job / "job.sh");
+    f << "#!/bin/sh\ncd /job\n" << cmd << " /job/scenario.yaml\n";
+  }
+  fs::permissions(job / "job.sh", fs::perms::owner_all);
+  r.accel = probe_kvm().ok ? "kvm" : "tcg,thread=multi";
+  const VmBoot b = boot_vm(image, job.string(), r.accel, o.timeout_s * 1000);
+  r.seconds = b.seconds;
+  {
+    std::ifstream log(job / "job.log");
+    std::ostringstream s;
+    s << log.rdbuf();
+    r.output = s.str();
+  }
+  if (!b.ran) return error(Errc::kEnvironment, "the VM did not run the scenario (" + b.why + ")\n" + r.output);
+  r.exit_code = b.job_rc;
+  if (fs::exists(job / "run", ec)) {
+    fs::create_directories(dir.parent_path().empty() ? fs::path(".") : dir.parent_path(), ec);
+    fs::copy(job / "run", dir, fs::copy_options::recursive, ec);
+    if (ec) return error(Errc::kEnvironment, "copying the run directory back to " + dir.string() + ": " + ec.message());
+    r.run_dir = dir.string();
+  }
+  return r;
 }
 
 KvmProbe probe_kvm() {

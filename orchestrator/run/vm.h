@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sys/error.h"
 
@@ -22,6 +23,25 @@ struct VmBoot {
 
 // Boots `image_dir` with `accel` ("kvm" or "tcg,thread=multi"), the job in `job_dir`.
 VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const std::string& accel, int timeout_ms);
+
+// `rocelab run --vm`: the scenario run inside the image by this very binary (shared with the
+// guest over 9p with the scenario; the image supplies the kernel with rxe and the libraries,
+// images/build.sh --rocelab), the run directory copied back to `out_dir` (or
+// runs/NAME-TIMESTAMP). KVM where a test boot works, TCG otherwise.
+struct VmRunOptions {
+  std::string scenario_path, instance_name;  // instance_name: the scenario's name, for the run directory
+  std::string out_dir;
+  std::vector<std::string> run_args;         // --scale, --seed, --instance as given
+  int timeout_s = 3600;
+};
+struct VmRun {
+  int exit_code = 4;     // the guest's `rocelab run` exit code
+  std::string run_dir;   // on this machine
+  std::string output;    // what rocelab printed in the guest
+  std::string accel;
+  double seconds = 0;
+};
+Result<VmRun> run_in_vm(const VmRunOptions& o);
 
 // Whether KVM can run the image here, by a test boot of a job that only exits: "yes" needs
 // a guest that ran, not a /dev/kvm that opens.

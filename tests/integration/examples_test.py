@@ -25,6 +25,8 @@ SKIPPED = {
     "scripts/quickstart.sh": "the README's install-and-run command: CI runs its sibling scripts/test.sh",
     "scripts/test.sh": "the README's test command: this test runs inside it",
     "tcpdump": "captures until interrupted (tests/integration/engine_test.py runs the same capture)",
+    "images/build.sh": "builds the VM image: the vm tier (tests/vm/rxe_vm_test.py) runs it with --rocelab",
+    "run --vm": "boots the VM image: the vm tier (tests/vm/rxe_vm_test.py) runs a scenario with run --vm",
 }
 
 # The order examples run in, with the clean-up between them that is not an example.

@@ -10,7 +10,9 @@ failure).
 
 With --rocelab, the image carries that binary too, and rocelab itself runs in the guest:
 a fabric comes up (on a fresh kernel whose sch_htb is a module not loaded yet) and goes
-down, and `doctor` there finds rdma_rxe and netem (which this machine's kernel lacks).
+down, `doctor` there finds rdma_rxe and netem (which this machine's kernel lacks), and
+`rocelab run --vm` runs a scenario in the guest and brings its run directory and exit code
+back.
 
 Usage: rxe_vm_test.py --image-dir DIR [--source REPO] [--rocelab BIN]   (builds the image into DIR)
 Exit 77 (skipped, with the reason) without qemu-system-x86_64, without root for the
@@ -148,6 +150,33 @@ class Vm(unittest.TestCase):
             print(f"vm: rocelab up, status, down and doctor in the guest: {seconds:.1f} s (TCG)", file=sys.stderr)
         finally:
             shutil.rmtree(job, ignore_errors=True)
+
+    def test_run_vm_brings_the_run_back(self):
+        if not ROCELAB:
+            self.skipTest("no --rocelab: the image carries no rocelab libraries")
+        tmp = tempfile.mkdtemp(prefix="rocelab-vmrun-")
+        try:
+            scenario = os.path.join(tmp, "vmpair.yaml")
+            with open(scenario, "w") as f:
+                f.write("name: vmpair\nscale: 20000\ndefaults: {rate: 100G}\nqos: {profile: roce-lossless}\n"
+                        "nodes: [{name: sw, kind: switch}, {name: h1, kind: host}, {name: h2, kind: host}]\n"
+                        "links: [{endpoints: [h1, sw]}, {endpoints: [h2, sw]}]\n"
+                        "workloads: [{name: bw, type: write_bw, from: h1, to: h2, message: 64KB, iterations: 20}]\n"
+                        "expect:\n  - digest_errors == 0\n  - hosts == 3   # false: the VM's exit code must say so\n")
+            out = os.path.join(tmp, "run")
+            r = subprocess.run([ROCELAB, "run", "--vm", "--no-report", "--out", out, scenario], capture_output=True,
+                               text=True, timeout=900, env=dict(os.environ, ROCELAB_VM_IMAGE=IMAGE_DIR))
+            self.assertEqual(r.returncode, 1, r.stdout[-3000:] + r.stderr[-2000:])  # an assertion failed, in the guest
+            self.assertIn("FAIL  hosts == 3", r.stdout)
+            with open(os.path.join(out, "results.json")) as f:
+                res = json.load(f)
+            self.assertEqual(res["outcome"], "fail")
+            self.assertEqual(res["kernel"]["release"][:5], "6.12.")  # the guest's kernel, not this machine's
+            self.assertEqual([a["outcome"] for a in res["assertions"]], ["pass", "fail"])
+            self.assertTrue(os.path.exists(os.path.join(out, "junit.xml")))
+            print(f"vm: {r.stdout.strip().splitlines()[-1]}", file=sys.stderr)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
