@@ -517,7 +517,7 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
 }
 
 int cmd_top(const po::variables_map& vm, const Globals&) {
-  auto name = instance_option(vm, "top");
+  auto name = vm.count("name") ? std::optional<std::string>(vm["name"].as<std::string>()) : instance_option(vm, "top");
   if (!name) return kExitEnvironment;
   if (!model::is_instance_name(*name)) {
     std::cerr << "rocelab top: '" << name->substr(0, 64) << "' is not an instance name\n";
@@ -914,15 +914,17 @@ const std::vector<Command>& commands() {
              "target", po::value<std::string>(), "NODE or NODE:PORT");
        },
        cmd_stats},
-      {"top", "", "watch a running fabric's queues, pauses and rates, redrawn every second",
+      {"top", "[NAME]", "watch a running fabric's queues, pauses and rates, redrawn every second",
        "The busiest queues of every port, deepest first: the exact backlog (the egress program's\n"
        "probe), tx and rx rates over the interval, ECN marks, PFC frames sent and received,\n"
-       "drops, and whether a received XOFF holds the queue. Rates are emulated (physical = x D).\n"
+       "drops, and whether a received XOFF holds the queue. Rates and counts are per physical\n"
+       "second (x D), where the instance's scenario says D. NAME or --instance: the instance.\n"
        "On a terminal each frame replaces the last (Ctrl-C ends it); piped, frames follow one\n"
        "another. Reads what `stats` reads and leaves a run's time series undisturbed.",
        "sudo rocelab top --instance quickstart --count 3 --interval 0.5\n  sudo rocelab top --count 1 | tee top.txt",
        [](po::options_description& d) {
          d.add_options()("instance", po::value<std::string>(), "instance (default: the only one up)")(
+             "name", po::value<std::string>(), "instance")(
              "interval", po::value<double>()->default_value(1.0), "seconds between frames")(
              "count", po::value<int>()->default_value(0), "frames to show, then exit (0: until Ctrl-C)")(
              "rows", po::value<int>()->default_value(30), "queues a frame shows at most");

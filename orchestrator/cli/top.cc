@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <map>
 #include <thread>
 
 #include "cli/top.h"
 #include "fabric/local_testbed.h"
+#include "fabric/realiser.h"
 #include "model/scenario.h"
 
 namespace rocelab::cli {
@@ -62,6 +65,14 @@ std::vector<Row> rows_between(const std::vector<fabric::PortStats>& a, const std
   return out;
 }
 
+// D from the scenario the instance was brought up with (its NAME.scenario.json): rates are
+// shown physical then; 0 when unknown.
+double scale_of(const std::string& instance) {
+  std::ifstream f(fabric::scenario_record_path(instance));
+  const auto j = nlohmann::json::parse(f, nullptr, false);
+  return j.is_object() && j.contains("scale") && j["scale"].is_number() ? j["scale"].get<double>() : 0;
+}
+
 }  // namespace
 
 int run_top(const std::string& instance, double interval_s, int count, size_t max_rows, const std::atomic<bool>& stop) {
@@ -71,6 +82,7 @@ int run_top(const std::string& instance, double interval_s, int count, size_t ma
     return t.error().exit_code();
   }
   const bool tty = isatty(STDOUT_FILENO);
+  const double d = scale_of(instance);
   auto prev = (*t)->sample(false);
   auto t_prev = std::chrono::steady_clock::now();
   for (int frame = 0; (count <= 0 || frame < count) && !stop.load(); ++frame) {
@@ -83,10 +95,13 @@ int run_top(const std::string& instance, double interval_s, int count, size_t ma
       return (prev ? now : prev).error().exit_code();
     }
     const double dt = std::chrono::duration<double>(t_now - t_prev).count();
-    const auto rows = rows_between(*prev, *now, dt);
+    // Physical rates where D is known: emulated bytes over wall time, x D.
+    const auto rows = rows_between(*prev, *now, d > 0 ? dt / d : dt);
     std::string out = tty ? "\x1b[H\x1b[2J" : "";
-    out += fmt::format("rocelab top: {} — {} active queues, every {:.1f} s (rates emulated: physical = x D)\n", instance,
-                       rows.size(), interval_s);
+    out += d > 0 ? fmt::format("rocelab top: {} — {} active queues, every {:.1f} s; rates and counts per physical "
+                               "second (D = {:g})\n", instance, rows.size(), interval_s, d)
+                 : fmt::format("rocelab top: {} — {} active queues, every {:.1f} s; rates emulated (D unknown: "
+                               "physical = x D)\n", instance, rows.size(), interval_s);
     out += fmt::format("{:<24} {:>4} {:>10} {:>10} {:>10} {:>9} {:>8} {:>8} {:>8} {:>6}\n", "port", "prio", "depth_KB",
                        "tx_Mbps", "rx_Mbps", "ecn/s", "pfc_tx/s", "pfc_rx/s", "drops/s", "paused");
     for (size_t i = 0; i < rows.size() && i < max_rows; ++i) {

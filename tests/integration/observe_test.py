@@ -231,7 +231,7 @@ class Observe(unittest.TestCase):
             st = subprocess.run([ROCELAB, "stats", "-j", "--instance", name, "sw:h5"], capture_output=True, text=True)
             elapsed = time.time() - t_scrape
             self.assertEqual(st.returncode, 0, st.stderr)
-            top = subprocess.run([ROCELAB, "top", "--instance", name, "--count", "1", "--interval", "0.3"],
+            top = subprocess.run([ROCELAB, "top", name, "--count", "1", "--interval", "0.3"],
                                  capture_output=True, text=True, timeout=30)
         finally:
             run.wait(timeout=300)
@@ -250,13 +250,15 @@ class Observe(unittest.TestCase):
         self.assertLessEqual(prom['sai_queue_stat_watermark_bytes{node="sw",port="h5",queue="3"}'], q3["depth_max"])
         self.assertIn('node_infiniband_port_data_transmitted_bytes_total{device="h1_nic0",port="1"}', prom)
         self.assertTrue(any(k.startswith("sai_port_stat_pfc_rx_pkts{") for k in prom))
-        # top, piped: one frame, the receiver's queue busy at the bottleneck's emulated rate.
+        # top, piped: one frame, the receiver's queue busy at the bottleneck's physical rate
+        # (the run's scenario record gives D = 1000).
         self.assertEqual(top.returncode, 0, top.stderr)
+        self.assertIn("(D = 1000)", top.stdout)
         row = [l.split() for l in top.stdout.splitlines() if l.startswith("sw:h5 ")]
         self.assertTrue(row, top.stdout)
         self.assertEqual(row[0][1], "3")
-        self.assertGreater(float(row[0][3]), 20)  # tx Mbit/s, emulated (100 at most)
-        self.assertLessEqual(float(row[0][3]), 101)
+        self.assertGreater(float(row[0][3]), 20_000)  # tx Mbit/s, physical (the 100G link)
+        self.assertLessEqual(float(row[0][3]), 101_000)
 
     def test_report_of_a_non_run_directory_is_bad_input(self):
         r = subprocess.run([ROCELAB, "report", self.tmp], capture_output=True, text=True)
