@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "run/results.h"
 #include "sys/process.h"
 
 namespace rocelab::run {
@@ -133,19 +134,6 @@ double sample_interval_ms(const Table& t) {
   return d[d.size() / 2];
 }
 
-std::string esc(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
 
 // The fabric as SVG: hosts at the bottom, each switch one tier above the nearest host.
 std::string fabric_svg(const json& resolved) {
@@ -201,7 +189,7 @@ std::string fabric_svg(const json& resolved) {
     s += host[i] ? fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="7" fill="#4a7"/>)", x, y)
                  : fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="28" height="16" rx="3" fill="#357"/>)", x - 14, y - 8);
     s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="{}" text-anchor="middle">{}</text>)", x, y + 22,
-                     small ? 7 : 10, esc(names[i]));
+                     small ? 7 : 10, xml_escape(names[i]));
   }
   return s + "</svg>";
 }
@@ -310,8 +298,8 @@ document.body.dataset.charts = String(drawn);
 )JS";
 
 std::string section(const std::string& id, const std::string& title, bool has, const std::string& what, size_t dropped = 0) {
-  std::string s = "<h2>" + esc(title) + "</h2>";
-  if (!has) return s + "<p class=\"note\">" + esc(what) + "</p>";
+  std::string s = "<h2>" + xml_escape(title) + "</h2>";
+  if (!has) return s + "<p class=\"note\">" + xml_escape(what) + "</p>";
   if (dropped) s += fmt::format("<p class=\"note\">{} more not shown (the largest are).</p>", dropped);
   return s + "<div class=\"chart\"><canvas id=\"" + id + "\"></canvas></div>";
 }
@@ -419,15 +407,15 @@ std::string report_page(const json& res, const json& resolved, const json& data,
   const std::string outcome = res.value("outcome", "?");
   const json sc = res.value("scenario", json::object());
   std::string h = "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>rocelab: " +
-                  esc(sc.value("name", "")) + "</title><style>" + kStyle + "</style></head><body>";
-  h += fmt::format("<h1>{} &mdash; <span class=\"{}\">{}</span> (exit {})</h1>", esc(sc.value("name", "")),
-                   esc(outcome), esc(outcome), res.value("exit_code", -1));
-  h += "<p>" + esc(sc.value("description", "")) + "</p>";
+                  xml_escape(sc.value("name", "")) + "</title><style>" + kStyle + "</style></head><body>";
+  h += fmt::format("<h1>{} &mdash; <span class=\"{}\">{}</span> (exit {})</h1>", xml_escape(sc.value("name", "")),
+                   xml_escape(outcome), xml_escape(outcome), res.value("exit_code", -1));
+  h += "<p>" + xml_escape(sc.value("description", "")) + "</p>";
   h += fmt::format("<p class=\"note\">seed {}, D = {} (emulated rates = physical / D; every figure here is physical), "
                    "kernel {}, rocelab {}, started {}, {:.1f} s.</p>",
-                   res.value("seed", 0), res.value("scale", 0.0), esc(res.value("kernel", json::object()).value("release", "")),
-                   esc(res.value("rocelab_version", "")), esc(res.value("started_at", "")), res.value("duration_s", 0.0));
-  if (res.contains("error")) h += "<p class=\"fail\">" + esc(res.value("error", "")) + "</p>";
+                   res.value("seed", 0), res.value("scale", 0.0), xml_escape(res.value("kernel", json::object()).value("release", "")),
+                   xml_escape(res.value("rocelab_version", "")), xml_escape(res.value("started_at", "")), res.value("duration_s", 0.0));
+  if (res.contains("error")) h += "<p class=\"fail\">" + xml_escape(res.value("error", "")) + "</p>";
   h += "<div id=\"errors\"></div><h2>Assertions</h2>";
   if (res.value("assertions", json::array()).empty()) h += "<p class=\"note\">The scenario has no expect: assertions.</p>";
   else {
@@ -437,8 +425,8 @@ std::string report_page(const json& res, const json& resolved, const json& data,
       const json observed = a.value("observed", json::object());
       for (const auto& [k, v] : observed.items()) obs += (obs.empty() ? "" : "; ") + k + " = " + v.dump();
       const std::string oc = a.value("outcome", "");
-      h += fmt::format("<tr><td class=\"{}\">{}</td><td><code>{}</code></td><td>{}</td></tr>", esc(oc), esc(oc),
-                       esc(a.value("expr", a.value("name", ""))), esc(obs));
+      h += fmt::format("<tr><td class=\"{}\">{}</td><td><code>{}</code></td><td>{}</td></tr>", xml_escape(oc), xml_escape(oc),
+                       xml_escape(a.value("expr", a.value("name", ""))), xml_escape(obs));
     }
     h += "</table>";
   }
@@ -455,12 +443,12 @@ std::string report_page(const json& res, const json& resolved, const json& data,
   if (!data["events"].empty()) {
     h += "<h2>Faults and PFC events</h2><table><tr><th>t (ms)</th><th>event</th></tr>";
     for (const auto& e : data["events"])
-      h += fmt::format("<tr><td>{:.6f}</td><td>{}</td></tr>", e["t_ms"].get<double>(), esc(e["label"].get<std::string>()));
+      h += fmt::format("<tr><td>{:.6f}</td><td>{}</td></tr>", e["t_ms"].get<double>(), xml_escape(e["label"].get<std::string>()));
     h += "</table>";
   }
   if (!res.value("notes", json::array()).empty()) {
     h += "<h2>Notes</h2><ul>";
-    for (const auto& n : res.value("notes", json::array())) h += "<li>" + esc(n.get<std::string>()) + "</li>";
+    for (const auto& n : res.value("notes", json::array())) h += "<li>" + xml_escape(n.get<std::string>()) + "</li>";
     h += "</ul>";
   }
   std::string payload = data.dump();

@@ -58,6 +58,14 @@ const char* outcome_name(Evaluation::Outcome o) {
   return "error";
 }
 
+
+std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+}  // namespace
+
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -75,13 +83,6 @@ std::string xml_escape(const std::string& s) {
   }
   return out;
 }
-
-std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-}  // namespace
 
 std::string observed_text(const Evaluation& e) {
   std::string out;

@@ -44,6 +44,9 @@ class EventLog {
 };
 
 std::string utc_timestamp(std::chrono::system_clock::time_point t, bool compact = false);
+// Text for XML or HTML (attribute values included); control characters but tab and
+// newlines become '?'.
+std::string xml_escape(const std::string& s);
 std::string observed_text(const model::Evaluation& e);
 
 }  // namespace rocelab::run

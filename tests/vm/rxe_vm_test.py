@@ -91,19 +91,24 @@ class Vm(unittest.TestCase):
             if r.returncode != 0:
                 raise unittest.SkipTest(f"the VM image could not be built: {r.stderr.strip()[-300:]}")
 
+    def run_job(self, job, script, timeout):
+        """Boots the image under TCG with `script` as the guest's job.sh in `job`: (exit code
+        as text, job.log, seconds from boot to power-off)."""
+        with open(os.path.join(job, "job.sh"), "w") as f:
+            f.write(script)
+        os.chmod(os.path.join(job, "job.sh"), 0o755)
+        p, seconds = boot(IMAGE_DIR, job, "tcg,thread=multi", timeout)
+        rc_path = os.path.join(job, "job.rc")
+        self.assertTrue(os.path.exists(rc_path), f"the guest did not run its job:\n{p.stdout[-2000:]}")
+        with open(os.path.join(job, "job.log")) as f:
+            log = f.read()
+        with open(rc_path) as f:
+            return f.read().strip(), log, seconds
+
     def test_real_rxe_carries_ib_write_bw(self):
         job = tempfile.mkdtemp(prefix="rocelab-vm-")
         try:
-            with open(os.path.join(job, "job.sh"), "w") as f:
-                f.write(JOB)
-            os.chmod(os.path.join(job, "job.sh"), 0o755)
-            p, seconds = boot(IMAGE_DIR, job, "tcg,thread=multi", 240)
-            rc_path, log_path = os.path.join(job, "job.rc"), os.path.join(job, "job.log")
-            self.assertTrue(os.path.exists(rc_path), f"the guest did not run its job:\n{p.stdout[-2000:]}")
-            with open(log_path) as f:
-                log = f.read()
-            with open(rc_path) as f:
-                rc = f.read().strip()
+            rc, log, seconds = self.run_job(job, JOB, 240)
             print(f"vm: booted, ran ib_write_bw and powered off in {seconds:.1f} s (TCG)", file=sys.stderr)
             self.assertEqual(rc, "0", log[-3000:])
             self.assertRegex(log, r"link rxe_a/1 state ACTIVE")
@@ -125,21 +130,14 @@ class Vm(unittest.TestCase):
         job = tempfile.mkdtemp(prefix="rocelab-vm-")
         try:
             shutil.copy(os.path.join(SOURCE, "scenarios", "quickstart.yaml"), os.path.join(job, "quickstart.yaml"))
-            with open(os.path.join(job, "job.sh"), "w") as f:
-                # up first: on a fresh stock kernel (sch_htb a module nothing has loaded yet) it
-                # must load its programs without doctor's probes having gone before.
-                f.write("#!/bin/sh\nset -x\ncd /job\n/usr/bin/rocelab up quickstart.yaml || exit 10\n"
-                        "/usr/bin/rocelab status -j quickstart > status.json || exit 11\n"
-                        "/usr/bin/rocelab down quickstart || exit 12\n"
-                        "/usr/bin/rocelab doctor -j > doctor.json\n")
-            os.chmod(os.path.join(job, "job.sh"), 0o755)
-            p, seconds = boot(IMAGE_DIR, job, "tcg,thread=multi", 300)
-            rc_path = os.path.join(job, "job.rc")
-            self.assertTrue(os.path.exists(rc_path), f"the guest did not run its job:\n{p.stdout[-2000:]}")
-            with open(os.path.join(job, "job.log")) as f:
-                log = f.read()
-            with open(rc_path) as f:
-                self.assertEqual(f.read().strip(), "0", log[-3000:])
+            # up first: on a fresh stock kernel (sch_htb a module nothing has loaded yet) it must
+            # load its programs without doctor's probes having gone before.
+            rc, log, seconds = self.run_job(job, "#!/bin/sh\nset -x\ncd /job\n"
+                                            "/usr/bin/rocelab up quickstart.yaml || exit 10\n"
+                                            "/usr/bin/rocelab status -j quickstart > status.json || exit 11\n"
+                                            "/usr/bin/rocelab down quickstart || exit 12\n"
+                                            "/usr/bin/rocelab doctor -j > doctor.json\n", 300)
+            self.assertEqual(rc, "0", log[-3000:])
             with open(os.path.join(job, "doctor.json")) as f:
                 caps = json.load(f)["capabilities"]
             self.assertTrue(caps["rxe"]["ok"], caps["rxe"])
