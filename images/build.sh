@@ -122,6 +122,9 @@ $bb mount -t tmpfs tmp /tmp
 $bb mount -t tmpfs run /run
 $bb mount -t bpf bpf /sys/fs/bpf 2>/dev/null
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+# This machine is the testbed's own: rxe hosts may live in its init namespace (before 7.1
+# rxe works nowhere else), which rocelab refuses to do to anybody else's.
+export ROCELAB_DEDICATED_MACHINE=1
 # Full paths: busybox sh runs its own applets (modprobe, ip) before anything on PATH, and
 # they lack what kmod (xz modules) and iproute2 (rules by oif) have.
 /usr/sbin/modprobe -a virtio_pci 9pnet_virtio 9p veth crc32_generic crc32_pclmul rdma_rxe 2>/dev/null

@@ -40,6 +40,7 @@ struct EndpointStats {
   uint64_t crashes = 0;       // times the host went down (node_crash)
   int last_send_error = 0;    // its errno
   double pacing_error = 0;    // the NIC as a whole: data sent / what its ready QPs' rates allowed, - 1
+  std::vector<std::pair<std::string, uint64_t>> hw_counters;  // a kernel RNIC's own (rxe), since the run began
 };
 
 struct QpReport {

@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "fabric/agent_protocol.h"
 #include "fabric/port_config.h"
+#include "sys/host_info.h"
 #include "sys/state_log.h"
 
 namespace rocelab::fabric {
@@ -56,7 +58,41 @@ std::vector<std::pair<std::string, std::string>> node_sysctls(bool host, uint32_
   return v;
 }
 
+
+// Hosts sharing the init namespace: unique port names, and each NIC's traffic kept on its
+// own wire. rxe routes with the NIC as oif; the kernel answers pings from the address
+// pinged: both pick the NIC's table ahead of the local one, which would otherwise deliver
+// a packet for another host's address straight back up the stack.
+void place_hosts_in_init(KernelPlan& kp) {
+  for (NodePlan& np : kp.nodes) {
+    if (!np.host) continue;
+    np.in_init = true;
+    np.netns.clear();
+    np.routes.clear();
+    np.rules.clear();
+    for (PortPlan& p : np.ports) {
+      const std::string joined = np.node + "-" + p.ifname;
+      p.ifname = joined.size() <= 15 ? joined : "rl" + std::to_string(p.ifindex);
+      const int table = kInitFirstTable + static_cast<int>(p.slot);
+      np.routes.push_back({0, 0, table, {{p.peer_addr, p.ifindex, true}}, 0});
+      np.rules.push_back({0, table, kInitNicRulePriority, "", p.ifname});
+      np.rules.push_back({p.addr, table, kInitNicRulePriority, "lo", ""});
+    }
+    // Packets from another host's address arrive on every NIC: local sources are accepted.
+    np.sysctls.push_back({"net/ipv4/conf/all/accept_local", "1"});
+    np.sysctls.push_back({"net/ipv4/conf/default/accept_local", "1"});
+  }
+  for (NodePlan& np : kp.nodes)
+    for (PortPlan& p : np.ports)
+      for (const PortPlan& q : kp.nodes[p.peer_node].ports)
+        if (q.ifindex == p.peer_ifindex) p.peer_ifname = q.ifname;
+}
+
 }  // namespace
+
+std::string rxe_device_name(const std::string& instance, size_t slot) {
+  return "rl-" + instance.substr(0, 48) + "-" + std::to_string(slot);
+}
 
 netlink::Mac port_mac(uint64_t seed, size_t node, size_t port) {
   return {0x02,
@@ -85,8 +121,10 @@ std::vector<netlink::RouteSpec> route_specs(const NodePlan& np, const model::Nod
   return out;
 }
 
-KernelPlan plan_kernel(const model::Scenario& s) {
+KernelPlan plan_kernel(const model::Scenario& s, bool hosts_in_init) {
   KernelPlan kp;
+  kp.hosts_in_init = hosts_in_init;
+  kp.rxe = s.hosts.engine == "rxe";
   kp.port_config = make_port_config(s.qos);
   for (const auto& l : s.links) kp.max_link_delay_ns = std::max(kp.max_link_delay_ns, l.delay.ns);
   if (const auto& w = s.qos.pfc.watchdog; w.enabled && w.detection && w.restoration && w.poll) {
@@ -152,6 +190,7 @@ KernelPlan plan_kernel(const model::Scenario& s) {
     int prio = kFirstRulePriority;
     for (const model::SourceRule& r : s.routes[x].rules) np.rules.push_back({r.from, r.table, prio++});
   }
+  if (hosts_in_init) place_hosts_in_init(kp);
   for (size_t li = 0; li < s.links.size(); ++li)
     kp.veths.push_back({s.links[li].a.node, port_of[li].first, s.links[li].b.node, port_of[li].second});
   return kp;
@@ -200,6 +239,23 @@ AgentConfig agent_config(const KernelPlan& kp, const std::string& instance) {
     }
   }
   return cfg;
+}
+
+}  // namespace rocelab::fabric
+
+namespace rocelab::fabric {
+
+Result<bool> hosts_in_init_netns(const model::Scenario& s) {
+  if (s.hosts.engine != "rxe") return false;
+  const sys::KernelInfo k = sys::kernel_info();
+  if (k.at_least(7, 1)) return false;  // rxe's sockets and routes follow the namespace (DESIGN.md "Real rxe")
+  const char* mine = std::getenv("ROCELAB_DEDICATED_MACHINE");
+  if (mine && std::string_view(mine) == "1") return true;
+  return error(Errc::kEnvironment,
+               "hosts.engine: rxe on kernel " + k.release +
+                   " works only in the machine's own network namespace (rxe follows namespaces from Linux 7.1), "
+                   "and rocelab does not rearrange yours: run it in the VM image (rocelab run --vm SCENARIO), or on a "
+                   "machine that belongs to the testbed with ROCELAB_DEDICATED_MACHINE=1 (a Vagrant box)");
 }
 
 }  // namespace rocelab::fabric

@@ -13,6 +13,7 @@
 #include "model/scenario.h"
 #include "netlink/batch.h"
 #include "rocelab_abi.h"
+#include "sys/error.h"
 
 namespace rocelab::fabric {
 
@@ -24,9 +25,17 @@ namespace rocelab::fabric {
 inline constexpr int kFirstPortIfindex = 1000;
 inline constexpr int kLoopbackIfindex = 1;
 inline constexpr int kFirstRulePriority = 100;
+// Hosts in the machine's own namespace (rxe before Linux 7.1, DESIGN.md "Real rxe"): one
+// routing table per NIC, chosen by rules ahead of the local table, which moves behind them.
+inline constexpr int kInitNicRulePriority = 10;
+inline constexpr int kInitLocalRulePriority = 1000;
+inline constexpr int kInitFirstTable = 10000;  // + the port's slot
+
+// The rxe device on a host NIC (its RDMA name is global, whatever the namespace).
+std::string rxe_device_name(const std::string& instance, size_t slot);
 
 struct PortPlan {
-  std::string ifname;
+  std::string ifname;  // the kernel's name: the model's, or NODE-IF for a host in the init namespace
   int ifindex = 0;     // kFirstPortIfindex + slot
   size_t slot = 0;     // the port's index across the fabric (counters, settings)
   netlink::Mac mac{};
@@ -43,8 +52,9 @@ struct PortPlan {
 };
 
 struct NodePlan {
-  std::string node, netns;
+  std::string node, netns;  // netns empty: the machine's own (init) namespace
   bool host = false;
+  bool in_init = false;  // a host whose NICs live in the init namespace (netns empty)
   uint32_t loopback = 0;
   uint32_t hash_seed = 0;  // fib_multipath_hash_seed: seeded per node, never 0 (0 = random)
   uint16_t ecmp_buckets = 0;  // a switch's routes through resilient groups of this many buckets (0: plain)
@@ -71,11 +81,21 @@ struct KernelPlan {
   int64_t wd_detection_ns = 0, wd_restoration_ns = 0, wd_poll_ns = 0;
   model::WdAction wd_action = model::WdAction::kDrop;
   std::string wd_predicate = "mellanox";
+  bool hosts_in_init = false;   // every host's NICs in the init namespace (never a user's own)
+  bool rxe = false;             // hosts.engine: rxe: an rxe device on every host NIC
   std::vector<NodePlan> nodes;  // same order as Scenario::nodes
   std::vector<VethPlan> veths;  // same order as Scenario::links
 };
 
-KernelPlan plan_kernel(const model::Scenario& s);
+// hosts_in_init: only where the machine is the testbed's own (the VM image, a Vagrant box):
+// see hosts_in_init_netns().
+KernelPlan plan_kernel(const model::Scenario& s, bool hosts_in_init = false);
+
+// Whether a scenario's hosts need the init namespace: real rxe (hosts.engine: rxe) on a
+// kernel whose rxe works only there (before 7.1). Refused unless ROCELAB_DEDICATED_MACHINE=1
+// says this machine belongs to the testbed (the VM image's init sets it): the layout moves
+// the local routing rule and adds addresses, rules and tables to the init namespace.
+Result<bool> hosts_in_init_netns(const model::Scenario& s);
 
 // A node's model routes as netlink requests (next hops by the node's port ifindexes).
 std::vector<netlink::RouteSpec> route_specs(const NodePlan& np, const model::NodeRoutes& routes);

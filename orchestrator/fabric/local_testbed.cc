@@ -85,7 +85,9 @@ Result<std::unique_ptr<LocalTestbed>> LocalTestbed::attach(const std::string& in
     auto links = netlink::list_links(*in->sock, RL_FIRST_PORT_IFINDEX, nst);
     if (!links) return env(ns.node + ": " + nst.text);
     NodeInfo n{ns.node, ns.netns, false, {}};
-    for (const auto& l : *links) n.ports.push_back({l.name, l.ifindex, uint32_t(l.ifindex - RL_FIRST_PORT_IFINDEX)});
+    for (const auto& l : *links)
+      if (!ns.netns.empty() || l.name.rfind(ns.node + "-", 0) == 0)  // the init namespace holds every host's NICs
+        n.ports.push_back({l.name, l.ifindex, uint32_t(l.ifindex - RL_FIRST_PORT_IFINDEX)});
     std::sort(n.ports.begin(), n.ports.end(), [](const PortInfo& a, const PortInfo& b) { return a.slot < b.slot; });
     t->nodes_.push_back(std::move(n));
     t->netns_.push_back(std::move(*fd));
@@ -425,7 +427,8 @@ Status LocalTestbed::load_routing() {
       return env("instance " + instance_ + " has no usable scenario record (" + path +
                  "): link faults reconverge routes from it, and only 'rocelab up' keeps one");
     scenario_ = std::move(*res.scenario);
-    kplan_ = plan_kernel(*scenario_);
+    auto in_init = hosts_in_init_netns(*scenario_);
+    kplan_ = plan_kernel(*scenario_, in_init && *in_init);
     if (kplan_->ports != maps_->ports())
       return env(path + " does not describe instance " + instance_ + " (" + std::to_string(kplan_->ports) +
                  " ports, the fabric has " + std::to_string(maps_->ports()) + ")");

@@ -6,6 +6,7 @@
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <linux/if.h>
+#include <linux/rtnetlink.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -29,6 +30,7 @@
 #include "netlink/batch.h"
 #include "netlink/datapath_probe.h"
 #include "netlink/offload.h"
+#include "netlink/rdma_link.h"
 #include "sys/host_info.h"
 #include "sys/process.h"
 
@@ -55,6 +57,7 @@ struct LogEntries {
   std::vector<std::array<std::string, 4>> veths;           // ns a, if a, ns b, if b
   std::vector<std::pair<int, uint64_t>> procs;             // (pid, start time)
   std::vector<std::string> files;
+  std::vector<int> init_tables;  // routing tables (and their rules) of hosts in the init namespace
 };
 
 LogEntries parse_log(const std::vector<std::string>& lines) {
@@ -73,6 +76,12 @@ LogEntries parse_log(const std::vector<std::string>& lines) {
       std::string ns, node;
       in >> ns >> node;
       e.netns.emplace_back(ns, node);
+    } else if (key == "initnode") {  // a host in the init namespace: named "" below
+      std::string node;
+      if (in >> node) e.netns.emplace_back("", node);
+    } else if (key == "inittable") {
+      int t = 0;
+      if (in >> t && t >= kInitFirstTable && t < kInitFirstTable + (1 << 20)) e.init_tables.push_back(t);
     } else if (key == "proc") {
       int pid = 0;
       uint64_t start = 0;
@@ -83,6 +92,8 @@ LogEntries parse_log(const std::vector<std::string>& lines) {
     } else if (key == "veth") {
       std::array<std::string, 4> v;
       in >> v[0] >> v[1] >> v[2] >> v[3];
+      for (int k : {0, 2})
+        if (v[k] == "-") v[k].clear();  // the init namespace
       e.veths.push_back(v);
     }
   }
@@ -110,6 +121,7 @@ bool replay(const LogEntries& e, const std::string& instance, DownReport& rep, s
     if (!sys::stop_process(pid, start, 1000, why, {"agent", "--instance", instance})) ok = false;
   rep.agent_seconds = since(t0);
   for (auto it = e.netns.rbegin(); it != e.netns.rend(); ++it) {
+    if (it->first.empty()) continue;  // a host's NICs in the init namespace: they go with their switches' ends
     if (!owned_name(it->first, prefix)) {
       why = "state file names '" + it->first + "', not a namespace of instance " + instance + ": left alone";
       ok = false;
@@ -121,6 +133,26 @@ bool replay(const LogEntries& e, const std::string& instance, DownReport& rep, s
     else {
       why = w;
       ok = false;
+    }
+  }
+  // The init-namespace hosts' rules (their tables emptied when their NICs went). The local
+  // rule stays behind them: as good as at 0 once no rule precedes it.
+  if (!e.init_tables.empty()) {
+    netlink::Status nst;
+    auto sock = netlink::RouteSocket::open(nst);
+    if (!sock) {
+      why = nst.text;
+      ok = false;
+    } else {
+      netlink::Batch b(*sock);
+      for (int t : e.init_tables) {
+        b.delete_rule({0, t, kInitNicRulePriority, "", ""});
+        b.delete_rule({0, t, kInitNicRulePriority, "", ""});
+      }
+      if (auto r = b.flush(); !r.ok()) {
+        why = r.text;
+        ok = false;
+      }
     }
   }
   // Files the testbed wrote beside the state file: only this instance's, only there.
@@ -172,7 +204,12 @@ std::unique_ptr<Fabric> Fabric::up(const model::Scenario& s, const UpOptions& o,
       return nullptr;
     }
   }
-  std::unique_ptr<Fabric> f(new Fabric(s.name, plan_kernel(s)));
+  auto in_init = hosts_in_init_netns(s);
+  if (!in_init) {
+    why = in_init.error().what;
+    return nullptr;
+  }
+  std::unique_ptr<Fabric> f(new Fabric(s.name, plan_kernel(s, *in_init)));
   std::string header = std::string(kMagic) + "\ninstance " + s.name + "\npid " + std::to_string(getpid()) +
                        "\nstarted " + utc_now() + "\nscenario " + o.scenario_path + "\n";
   f->log_ = sys::StateLog::create(path, header, why);
@@ -300,7 +337,10 @@ bool Fabric::make_namespaces(Steps& st) {
   nodes_.resize(n);
   for (size_t x = 0; x < n; ++x) {
     const NodePlan& np = plan_.nodes[x];
-    if (st.cancelled() || !log_->append({"netns " + np.netns + " " + np.node}, st.why)) return false;
+    std::vector<std::string> lines{np.in_init ? "initnode " + np.node : "netns " + np.netns + " " + np.node};
+    for (const PortPlan& p : np.ports)
+      if (np.in_init) lines.push_back("inittable " + std::to_string(kInitFirstTable + p.slot));
+    if (st.cancelled() || !log_->append(lines, st.why)) return false;
     NodeHandles& h = nodes_[x];
     auto inside = [&](std::string& w) {
       netlink::Status ns;
@@ -314,10 +354,22 @@ bool Fabric::make_namespaces(Steps& st) {
       }
       return true;
     };
-    auto fd = sys::create_named_netns(np.netns, inside, st.why);
-    if (!fd) return st.why = np.node + ": " + st.why, false;
+    auto fd = np.in_init ? sys::open_named_netns("", st.why) : sys::create_named_netns(np.netns, inside, st.why);
+    if (!fd || (np.in_init && !inside(st.why))) return st.why = np.node + ": " + st.why, false;
     h.netns = std::move(*fd);
     st.report("namespaces " + std::to_string(x + 1) + "/" + std::to_string(n));
+  }
+  if (plan_.hosts_in_init) {
+    // The NICs' rules go ahead of the local table (a packet for another host's address must
+    // leave on the wire): the local rule moves from 0 to behind them, once per machine.
+    netlink::Status nst;
+    auto sock = netlink::RouteSocket::open(nst);
+    if (!sock) return st.why = nst.text, false;
+    netlink::Batch b(*sock);
+    b.delete_rule({0, RT_TABLE_LOCAL, kInitLocalRulePriority, "", ""});
+    b.add_rule({0, RT_TABLE_LOCAL, kInitLocalRulePriority, "", ""});
+    b.delete_rule({0, RT_TABLE_LOCAL, 0, "", ""});
+    if (auto r = b.flush(); !r.ok()) return st.why = "init namespace: " + r.text, false;
   }
   return true;
 }
@@ -328,7 +380,8 @@ bool Fabric::make_veths(Steps& st) {
   std::vector<std::string> lines;
   for (const VethPlan& v : plan_.veths) {
     const NodePlan &a = plan_.nodes[v.a_node], &b = plan_.nodes[v.b_node];
-    lines.push_back("veth " + a.netns + " " + a.ports[v.a_port].ifname + " " + b.netns + " " + b.ports[v.b_port].ifname);
+    const auto ns = [](const NodePlan& np) { return np.in_init ? std::string("-") : np.netns; };
+    lines.push_back("veth " + ns(a) + " " + a.ports[v.a_port].ifname + " " + ns(b) + " " + b.ports[v.b_port].ifname);
   }
   if (st.cancelled() || !log_->append(lines, st.why)) return false;
   const size_t n = plan_.nodes.size();
@@ -370,6 +423,11 @@ bool Fabric::configure_node(size_t x, std::string& why) {
     if (!scope) return false;
     for (const PortPlan& p : np.ports)
       if (!progs_->attach(p.ifindex, why)) return why = np.node + ":" + p.ifname + ": " + why, false;
+    // Real soft-RoCE on each host NIC (gone with the NIC when the fabric goes).
+    if (np.host && plan_.rxe)
+      for (const PortPlan& p : np.ports)
+        if (!netlink::add_rxe_link(rxe_device_name(instance_, p.slot), p.ifname, why))
+          return why = np.node + ":" + p.ifname + ": " + why, false;
   }
   for (const PortPlan& p : np.ports)
     if (!netlink::set_port_offloads(nodes_[x].inet.get(), p.ifname, why)) return why = np.node + ": " + why, false;
@@ -500,6 +558,7 @@ void fill_interfaces(NodeStatus& ns, const std::map<std::string, std::string>& p
     auto* l = reinterpret_cast<rtnl_link*>(o);
     IfaceStatus is;
     is.name = rtnl_link_get_name(l);
+    if (ns.netns.empty() && is.name.rfind(ns.node + "-", 0) != 0) continue;  // the init namespace: this host's NICs
     is.mtu = rtnl_link_get_mtu(l);
     char buf[64];
     is.state = rtnl_link_operstate2str(rtnl_link_get_operstate(l), buf, sizeof buf);
@@ -559,7 +618,7 @@ std::optional<InstanceStatus> instance_status(const std::string& instance, bool 
     NodeStatus n;
     n.node = node;
     n.netns = ns;
-    n.present = owned_name(ns, prefix_of(instance)) && sys::named_netns_exists(ns);
+    n.present = ns.empty() || (owned_name(ns, prefix_of(instance)) && sys::named_netns_exists(ns));
     if (n.present && with_nodes) {
       std::string w;
       auto fd = sys::open_named_netns(ns, w);

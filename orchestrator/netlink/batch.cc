@@ -140,6 +140,7 @@ RoutePtr route_of(const RouteSpec& r) {
     auto gw = v4(h.via, 32);
     rtnl_route_nh_set_gateway(nh, gw.get());
     rtnl_route_nh_set_ifindex(nh, h.ifindex);
+    if (h.onlink) rtnl_route_nh_set_flags(nh, RTNH_F_ONLINK);
     rtnl_route_add_nexthop(route.get(), nh);
   }
   return route;
@@ -283,18 +284,46 @@ void Batch::add_neigh(const NeighSpec& n) {
   queue(msg, e, "neighbour " + v4s(n.addr, 32) + " on interface " + std::to_string(n.ifindex));
 }
 
-void Batch::add_rule(const RuleSpec& r) {
-  std::unique_ptr<rtnl_rule, Deleter<rtnl_rule, rtnl_rule_put>> rule(rtnl_rule_alloc());
-  if (!rule) return queue(nullptr, -NLE_NOMEM, "rule");
+namespace {
+using RulePtr = std::unique_ptr<rtnl_rule, Deleter<rtnl_rule, rtnl_rule_put>>;
+RulePtr rule_of(const RuleSpec& r) {
+  RulePtr rule(rtnl_rule_alloc());
+  if (!rule) return rule;
   rtnl_rule_set_family(rule.get(), AF_INET);
-  auto src = v4(r.src, 32);
-  rtnl_rule_set_src(rule.get(), src.get());
+  if (r.src) {
+    auto src = v4(r.src, 32);
+    rtnl_rule_set_src(rule.get(), src.get());
+  }
+  if (!r.iif.empty()) rtnl_rule_set_iif(rule.get(), r.iif.c_str());
+  if (!r.oif.empty()) rtnl_rule_set_oif(rule.get(), r.oif.c_str());
   rtnl_rule_set_table(rule.get(), static_cast<uint32_t>(r.table));
   rtnl_rule_set_prio(rule.get(), static_cast<uint32_t>(r.priority));
   rtnl_rule_set_action(rule.get(), FR_ACT_TO_TBL);
+  return rule;
+}
+std::string rule_text(const RuleSpec& r) {
+  std::string t = "rule";
+  if (r.src) t += " from " + v4s(r.src, 32);
+  if (!r.iif.empty()) t += " iif " + r.iif;
+  if (!r.oif.empty()) t += " oif " + r.oif;
+  return t + " lookup " + std::to_string(r.table) + " pref " + std::to_string(r.priority);
+}
+}  // namespace
+
+void Batch::add_rule(const RuleSpec& r) {
+  auto rule = rule_of(r);
+  if (!rule) return queue(nullptr, -NLE_NOMEM, "rule");
   nl_msg* msg = nullptr;
   int e = rtnl_rule_build_add_request(rule.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
-  queue(msg, e, "rule from " + v4s(r.src, 32) + " lookup " + std::to_string(r.table));
+  queue(msg, e, rule_text(r));
+}
+
+void Batch::delete_rule(const RuleSpec& r) {
+  auto rule = rule_of(r);
+  if (!rule) return queue(nullptr, -NLE_NOMEM, "rule");
+  nl_msg* msg = nullptr;
+  int e = rtnl_rule_build_delete_request(rule.get(), 0, &msg);
+  queue(msg, e, "delete " + rule_text(r), ENOENT);
 }
 
 void Batch::add_scheduler(const SchedulerSpec& s) {

@@ -32,6 +32,7 @@ struct AddrSpec {
 struct NextHopSpec {
   uint32_t via = 0;
   int ifindex = 0;
+  bool onlink = false;  // the gateway is on the port's wire, whatever the route's table holds
   bool operator==(const NextHopSpec&) const = default;
 };
 struct RouteSpec {
@@ -77,9 +78,10 @@ struct PauseSpec {
 };
 
 struct RuleSpec {
-  uint32_t src = 0;
+  uint32_t src = 0;  // 0: any source
   int table = 0;
   int priority = 0;
+  std::string iif, oif;  // by name; "lo" as iif matches locally generated packets only
 };
 
 class Batch {
@@ -103,6 +105,7 @@ class Batch {
   void add_neigh(const NeighSpec& n);
   void replace_neigh(const NeighSpec& n);  // a device's permanent entries go when it goes down
   void add_rule(const RuleSpec& r);
+  void delete_rule(const RuleSpec& r);  // one that is gone already is not an error
   void add_scheduler(const SchedulerSpec& s);
   void set_pause(const PauseSpec& p);
   size_t size() const { return pending_.size(); }

@@ -132,6 +132,10 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
   m["rcvd_seq_err"] = MetricValue{MetricKind::kScalar, seq, {}};
   m["out_of_seq_request"] = MetricValue{MetricKind::kScalar, oos, {}};
   m["duplicate_request"] = MetricValue{MetricKind::kScalar, dup, {}};
+  // rxe counts per device, not per QP: its own counters stand in for the QPs' sums.
+  for (const char* name : {"retry_exceeded_err", "completer_retry_err", "rcvd_seq_err", "out_of_seq_request", "duplicate_request"})
+    if (auto it = r.nic_counters.find(name); it != r.nic_counters.end())
+      m[name] = MetricValue{MetricKind::kScalar, double(it->second), {}};
 }
 
 void add_fault_goodput(model::MetricSet& m, const workload::WorkloadRun& r, const std::vector<fault::Happened>& happened,
@@ -231,6 +235,7 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalys
                       {"worst_pacing_error", r.worst_pacing_error}, {"engine_cpu_busy", r.engine_cpu_busy},
                       {"engine_cpu_waiting", r.engine_cpu_waiting}, {"machine_steal", r.machine_steal},
                       {"wall_seconds", r.seconds}}},
+          {"nic_counters", r.nic_counters},
           {"workloads", wls},
           {"flows", flows},
           {"fairness", fair}};

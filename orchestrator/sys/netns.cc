@@ -115,7 +115,7 @@ std::optional<Fd> create_named_netns(const std::string& name, const std::functio
 }
 
 std::optional<Fd> open_named_netns(const std::string& name, std::string& why) {
-  Fd f(open(path_of(name).c_str(), O_RDONLY | O_CLOEXEC));
+  Fd f(open(name.empty() ? "/proc/self/ns/net" : path_of(name).c_str(), O_RDONLY | O_CLOEXEC));
   if (!f.valid()) {
     why = err("open namespace " + name);
     return std::nullopt;

@@ -52,6 +52,7 @@ bool prepare_netns_dir(std::string& why);
 // On failure nothing named is left behind. Returns the namespace's fd.
 std::optional<Fd> create_named_netns(const std::string& name, const std::function<bool(std::string&)>& inside,
                                      std::string& why);
+// An empty name: the process's own namespace (where a testbed's hosts may live, DESIGN.md "Real rxe").
 std::optional<Fd> open_named_netns(const std::string& name, std::string& why);
 // Unmounts and unlinks /run/netns/NAME; a name that is not there is not an error.
 bool remove_named_netns(const std::string& name, std::string& why);

@@ -6,6 +6,7 @@ const Registry<BackendKind>& backends() {
   // One line per backend.
   static const Registry<BackendKind> b({
       builtin_backend(),
+      rxe_backend(),
   });
   return b;
 }

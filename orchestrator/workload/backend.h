@@ -1,7 +1,7 @@
 // RDMA backends, registered by `hosts.engine`: what workloads post their verbs to. One
 // interface — endpoints (a host NIC), RC QPs, post, poll, counters — so the runner never
 // names a concrete engine. A backend is one file plus one line in backends() (backend.cc).
-// Built today: the built-in RoCEv2 engine; rxe (rdma-core verbs) comes next.
+// Built: the built-in RoCEv2 engine, and rxe (the kernel's soft-RoCE through rdma-core's verbs).
 #pragma once
 
 #include <functional>
@@ -76,5 +76,6 @@ struct BackendKind {
 const Registry<BackendKind>& backends();
 
 BackendKind builtin_backend();
+BackendKind rxe_backend();
 
 }  // namespace rocelab::workload

@@ -513,6 +513,7 @@ void Session::totals(WorkloadRun& out) const {
     out.cnp_sent += st.cnp_sent;
     out.cnp_received += st.cnp_received;
     out.ce_marked += st.ce_marked;
+    for (const auto& [name, v] : st.hw_counters) out.nic_counters[name] += v;
   }
   // DESIGN.md §3: a NIC that fell well behind what its QPs' rates allowed means the machine
   // did not keep up: a quarter behind marks the run. The pacing error skips paused NICs, so

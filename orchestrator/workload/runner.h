@@ -9,6 +9,7 @@
 #include <atomic>
 #include <functional>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,9 @@ struct WorkloadRun {
   // the agent as well as the engine.
   double machine_steal = -1;
   std::string invalid;            // why the engine's figures cannot be trusted, or empty
+  // A kernel RNIC's counters (rxe's hw_counters), summed over the hosts' NICs; empty for
+  // the built-in engine, whose counters are per QP above.
+  std::map<std::string, uint64_t> nic_counters;
 };
 
 struct RunnerOptions {

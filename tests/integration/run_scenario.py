@@ -19,6 +19,19 @@ def scale_of(rocelab, scenario):
     return float(json.loads(r.stdout)["scale"])
 
 
+def rxe_elsewhere(rocelab, scenario):
+    """Why this machine runs the scenario's real rxe hosts only in the VM image (or None)."""
+    r = subprocess.run([rocelab, "validate", "--resolved", "-j", scenario], capture_output=True, text=True, check=True)
+    if json.loads(r.stdout).get("hosts", {}).get("engine") != "rxe":
+        return None
+    release = os.uname().release
+    major, minor = (int(x) for x in release.split(".")[:2])
+    if (major, minor) >= (7, 1) or os.environ.get("ROCELAB_DEDICATED_MACHINE") == "1":
+        return None
+    return (f"kernel {release} runs rxe only in the init namespace: this scenario runs in the vm tier "
+            "(rocelab run --vm), or here with ROCELAB_DEDICATED_MACHINE=1 on a machine of the testbed's own")
+
+
 def run_once(rocelab, scenario, run_dir, extra):
     # Its own instance name: the user may have this scenario up, or another test runs it.
     instance = f"t{os.getpid()}"
@@ -32,6 +45,10 @@ def run_once(rocelab, scenario, run_dir, extra):
 def main():
     scenario = sys.argv[1]
     rocelab = os.environ["ROCELAB"]
+    why = rxe_elsewhere(rocelab, scenario)
+    if why:
+        print(f"skipped: {why}")
+        return 77
     out = tempfile.mkdtemp(prefix="rocelab-scenario-")
     try:
         rc = run_once(rocelab, scenario, os.path.join(out, "run"), [])
