@@ -38,6 +38,7 @@
 #include "workload/backend.h"
 #include "workload/kinds.h"
 #include "workload/perf.h"
+#include "cli/perftest.h"
 
 namespace po = boost::program_options;
 
@@ -765,6 +766,11 @@ int cmd_perf(const po::variables_map& vm, const Globals& g) {
   o.tx_depth = vm["tx-depth"].as<uint32_t>();
   o.mtu = vm.count("mtu") ? vm["mtu"].as<uint32_t>() : 0;
   if (vm.count("dcqcn")) o.dcqcn = vm["dcqcn"].as<std::string>();
+  const std::string engine = vm.count("engine") ? vm["engine"].as<std::string>() : s->hosts.engine;
+  if (engine != "builtin" && engine != "rxe") {
+    std::cerr << "rocelab perf: --engine is builtin or rxe\n";
+    return kExitBadInput;
+  }
   if (geteuid() != 0) {
     std::cerr << "rocelab perf: needs root (its sockets live in the fabric's namespaces)\n";
     return kExitEnvironment;
@@ -773,6 +779,12 @@ int cmd_perf(const po::variables_map& vm, const Globals& g) {
   if (!t) {
     std::cerr << "rocelab perf: " << t.error().what << " (bring it up first: rocelab up " << s->file << ")\n";
     return t.error().exit_code();
+  }
+  if (engine == "rxe")
+    return run_perftest(*s, **t, {o.from, o.to, o.size, o.seconds > 0 ? o.seconds : 4, o.qps, g.json});
+  if (s->hosts.engine == "rxe") {
+    std::cerr << "rocelab perf: this fabric's hosts are rxe's (hosts.engine: rxe): --engine rxe\n";
+    return kExitBadInput;
   }
   const auto plan = fabric::plan_kernel(*s);
   auto r = workload::run_perf(*s, plan, **t, o);
@@ -990,12 +1002,16 @@ const std::vector<Command>& commands() {
              "go-fd", po::value<int>(), "handshake socket from up (internal)");
        },
        cmd_agent},
-      {"perf", "SCENARIO", "perftest-style bandwidth between two hosts over the built-in RoCEv2 engine",
+      {"perf", "SCENARIO", "perftest between two hosts: the built-in engine's, or the real ib_write_bw over rxe",
        "Like ib_write_bw / ib_send_bw, over the fabric that is up: RC queue pairs from --from to\n"
        "--to, --size byte messages, up to --tx-depth in flight per QP, paced by DCQCN at the\n"
        "host's emulated line rate. Prints the perftest table (emulated Gb/s; x D for the\n"
        "physical figure) and what the engine counted: retransmissions, CNPs, bad ICRCs. The\n"
-       "packets are real RoCEv2 on UDP 4791: capture them with tcpdump in a host namespace.",
+       "packets are real RoCEv2 on UDP 4791: capture them with tcpdump in a host namespace.\n"
+       "With --engine rxe (a fabric up with hosts.engine: rxe), runs perftest's own ib_write_bw\n"
+       "between the two hosts' rxe devices for --seconds (default 4) and prints its table, then\n"
+       "what the switch port toward the responder carried over the steady middle of the run,\n"
+       "as wire and WRITE payload Gb/s, and their ratio to ib_write_bw's average.",
        "sudo rocelab up scenarios/quickstart.yaml\n"
        "  sudo rocelab perf scenarios/quickstart.yaml --from host1 --to host2 --size 64KiB --iters 500\n"
        "  sudo rocelab perf scenarios/quickstart.yaml --from host1 --to host2 --verb send --qps 4 --seconds 3 -j",
@@ -1009,7 +1025,8 @@ const std::vector<Command>& commands() {
              "qps", po::value<int>()->default_value(1), "queue pairs")(
              "tx-depth", po::value<uint32_t>()->default_value(128), "messages in flight per QP")(
              "mtu", po::value<uint32_t>(), "IB MTU (256..4096; default: from the NICs' MTU)")(
-             "dcqcn", po::value<std::string>(), "paper, nvidia or off (default: the scenario's hosts.dcqcn)");
+             "dcqcn", po::value<std::string>(), "paper, nvidia or off (default: the scenario's hosts.dcqcn)")(
+             "engine", po::value<std::string>(), "builtin or rxe (real ib_write_bw; default: the scenario's hosts.engine)");
          add_instance_option(d);
          add_scenario_arg(d);
        },

@@ -42,6 +42,12 @@ uint64_t loss_state(uint64_t seed, uint32_t slot) {
   return (z ^ (z >> 31)) | 1;
 }
 
+// A node's routes for the model's: a host in the init namespace keeps its per-NIC default
+// routes whatever the fabric's state (its NICs have no other way out).
+std::vector<netlink::RouteSpec> routes_of(const NodePlan& np, const model::NodeRoutes& routes) {
+  return np.in_init ? np.routes : route_specs(np, routes);
+}
+
 }  // namespace
 
 LocalTestbed::~LocalTestbed() {
@@ -446,7 +452,7 @@ Status LocalTestbed::load_routing() {
     }
   }
   const auto routes = model::plan_routes(*scenario_, links_down());
-  for (size_t x = 0; x < plan().nodes.size(); ++x) routes_.push_back(route_specs(plan().nodes[x], routes[x]));
+  for (size_t x = 0; x < plan().nodes.size(); ++x) routes_.push_back(routes_of(plan().nodes[x], routes[x]));
   return ok();
 }
 
@@ -472,7 +478,7 @@ Status LocalTestbed::reconverge() {
   using Key = std::tuple<int, uint32_t, int>;  // table, prefix, length
   for (size_t x = 0; x < plan().nodes.size(); ++x) {
     const NodePlan& np = plan().nodes[x];
-    auto want = route_specs(np, routes[x]);
+    auto want = routes_of(np, routes[x]);
     std::map<Key, const netlink::RouteSpec*> have;
     for (const auto& r : routes_[x]) have[{r.table, r.dst, r.prefix_len}] = &r;
     std::vector<const netlink::RouteSpec*> replace, remove;
