@@ -98,6 +98,11 @@ class Vm(unittest.TestCase):
             f.write(script)
         os.chmod(os.path.join(job, "job.sh"), 0o755)
         p, seconds = boot(IMAGE_DIR, job, "tcg,thread=multi", timeout)
+        if not os.path.exists(os.path.join(job, "job.log")):
+            # The guest died before its job began (TCG's multi-threaded code patching can
+            # oops a booting kernel, rarely): one more boot. A job that began is never rerun.
+            print(f"vm: the guest stopped before its job began, booting again:\n{p.stdout[-600:]}", file=sys.stderr)
+            p, seconds = boot(IMAGE_DIR, job, "tcg,thread=multi", timeout)
         rc_path = os.path.join(job, "job.rc")
         self.assertTrue(os.path.exists(rc_path), f"the guest did not run its job:\n{p.stdout[-2000:]}")
         with open(os.path.join(job, "job.log")) as f:
@@ -224,7 +229,7 @@ class Vm(unittest.TestCase):
             self.assertEqual(perf["tool"], "ib_write_bw")
             self.assertGreater(perf["iterations"], 0)
             self.assertGreater(perf["bw_average_gbps"], 0)
-            # 0.978 measured under TCG with the host busy: perftest and the switch within ~2 %.
+            # Measured: 1.006 and 1.015 on an idle host, 0.978 with CI running beside (TCG).
             self.assertAlmostEqual(perf["switch_over_perftest"], 1.0, delta=0.03, msg=perf)
             print(f"vm: ib_write_bw {perf['bw_average_gbps']:.4f} Gb/s, switch {perf['switch_payload_gbps']:.4f} Gb/s "
                   f"payload ({perf['switch_over_perftest']:.3f}); {seconds:.1f} s (TCG)", file=sys.stderr)
