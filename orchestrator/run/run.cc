@@ -148,6 +148,9 @@ Status up_phase(RunContext& c) {
                        "up: " + t.error().what);
   c.testbed = std::move(*t);
   for (const auto& n : c.testbed->fabric()->notes()) c.notes.push_back(n);
+  if (c.s.hosts.engine == "rxe" && c.s.hosts.dcqcn != "off" && !c.s.workloads.empty())
+    c.notes.push_back("hosts.dcqcn: " + c.s.hosts.dcqcn +
+                      " does not apply: rxe reacts to no ECN mark (no DCQCN), so PFC alone holds the lossless classes");
   c.scalar("up_seconds", c.testbed->fabric()->up_seconds());
   note_headroom_caps(c);
   return ok();

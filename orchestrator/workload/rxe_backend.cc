@@ -177,9 +177,9 @@ class Rxe final : public Backend {
     qps_.push_back(std::move(s));
     const size_t id = qps_.size() - 1;
     // The runner adds a pair's two ends one after the other: once both exist, connect them.
-    // Its QP numbers are per GPU: two GPUs behind one NIC would name two QPs alike.
+    // The runner numbers QPs per NIC (a GPU each), so (address, QPN) names one QP.
     if (!by_runner_.emplace(std::pair{ep.spec.addr, q.qpn}, id).second)
-      return error(Errc::kBadInput, ep.spec.name + ": hosts.engine rxe needs a NIC per GPU (two GPUs share this one)");
+      return error(Errc::kEnvironment, ep.spec.name + ": a second QP numbered " + std::to_string(q.qpn) + " on one NIC");
     if (auto it = by_runner_.find({q.remote_addr, q.remote_qpn}); it != by_runner_.end()) {
       auto st = connect(it->second, id);
       if (!st) return st.error();
