@@ -58,7 +58,6 @@ std::vector<std::pair<std::string, std::string>> node_sysctls(bool host, uint32_
   return v;
 }
 
-
 // Hosts sharing the init namespace: unique port names, and each NIC's traffic kept on its
 // own wire. rxe routes with the NIC as oif; the kernel answers pings from the address
 // pinged: both pick the NIC's table ahead of the local one, which would otherwise deliver
@@ -240,10 +239,6 @@ AgentConfig agent_config(const KernelPlan& kp, const std::string& instance) {
   }
   return cfg;
 }
-
-}  // namespace rocelab::fabric
-
-namespace rocelab::fabric {
 
 Result<bool> hosts_in_init_netns(const model::Scenario& s) {
   if (s.hosts.engine != "rxe") return false;

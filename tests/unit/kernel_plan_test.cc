@@ -1,10 +1,14 @@
 // The kernel plan of a fabric, checked without a kernel: what the realiser will ask for.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
+#include <cstdlib>
+
 #include "fabric/kernel_plan.h"
+#include "sys/host_info.h"
 #include "test_util.h"
 
 using namespace rocelab;
@@ -124,4 +128,79 @@ TEST(KernelPlan, SysctlsAndSeedsPerNode) {
   other.replace(other.find("seed: 42"), 8, "seed: 43");
   auto diff = fabric::plan_kernel(must_load(other));
   EXPECT_NE(diff.nodes[3].hash_seed, kp.nodes[3].hash_seed);
+}
+
+// Hosts in the init namespace (real rxe before 7.1): names unique in the one namespace, one
+// table per NIC chosen by its oif (rxe's route lookup) and by its address for locally made
+// packets (the kernel's own replies), and both ends of every link still agree.
+TEST(KernelPlan, HostsInTheInitNamespaceGetUniqueNamesAndATablePerNic) {
+  auto s = must_load(kRail);
+  auto kp = fabric::plan_kernel(s, true);
+  ASSERT_TRUE(kp.hosts_in_init);
+  std::set<std::string> init_names;
+  for (const auto& n : kp.nodes) {
+    EXPECT_EQ(n.in_init, n.host) << n.node;
+    if (!n.host) {
+      EXPECT_EQ(n.netns, "rl-kp." + n.node);
+      continue;
+    }
+    EXPECT_TRUE(n.netns.empty()) << n.node;
+    ASSERT_EQ(n.routes.size(), n.ports.size());
+    ASSERT_EQ(n.rules.size(), 2 * n.ports.size());
+    for (size_t i = 0; i < n.ports.size(); ++i) {
+      const auto& p = n.ports[i];
+      EXPECT_EQ(p.ifname.rfind(n.node + "-", 0), 0u) << p.ifname;
+      EXPECT_LE(p.ifname.size(), 15u);
+      EXPECT_TRUE(init_names.insert(p.ifname).second) << "two NICs named " << p.ifname;
+      const int table = fabric::kInitFirstTable + int(p.slot);
+      const auto& r = n.routes[i];
+      EXPECT_EQ(r.table, table);
+      EXPECT_EQ(r.prefix_len, 0);
+      ASSERT_EQ(r.nexthops.size(), 1u);
+      EXPECT_EQ(r.nexthops[0].via, p.peer_addr);
+      EXPECT_EQ(r.nexthops[0].ifindex, p.ifindex);
+      EXPECT_TRUE(r.nexthops[0].onlink);
+      const auto& by_oif = n.rules[2 * i];
+      const auto& by_src = n.rules[2 * i + 1];
+      EXPECT_EQ(by_oif.oif, p.ifname);
+      EXPECT_EQ(by_oif.table, table);
+      EXPECT_EQ(by_src.src, p.addr);
+      EXPECT_EQ(by_src.iif, "lo");
+      EXPECT_EQ(by_src.table, table);
+      EXPECT_LT(by_oif.priority, fabric::kInitLocalRulePriority) << "ahead of the local table";
+    }
+    EXPECT_NE(std::find(n.sysctls.begin(), n.sysctls.end(), std::pair<std::string, std::string>{"net/ipv4/conf/all/accept_local", "1"}),
+              n.sysctls.end());
+  }
+  // The switches' view of each renamed NIC.
+  for (const auto& n : kp.nodes)
+    for (const auto& p : n.ports) {
+      const auto& peer = kp.nodes[p.peer_node];
+      auto it = std::find_if(peer.ports.begin(), peer.ports.end(), [&](const auto& q) { return q.ifindex == p.peer_ifindex; });
+      ASSERT_NE(it, peer.ports.end());
+      EXPECT_EQ(it->ifname, p.peer_ifname);
+    }
+}
+
+TEST(KernelPlan, OnlyRxeHostsAskForTheInitNamespace) {
+  auto s = must_load(kRail);
+  auto builtin = fabric::hosts_in_init_netns(s);
+  ASSERT_TRUE(builtin);
+  EXPECT_FALSE(*builtin);
+  s.hosts.engine = "rxe";
+  const bool namespaced = sys::kernel_info().at_least(7, 1);  // rxe follows namespaces there
+  unsetenv("ROCELAB_DEDICATED_MACHINE");
+  auto refused = fabric::hosts_in_init_netns(s);
+  if (namespaced) {
+    ASSERT_TRUE(refused);
+    EXPECT_FALSE(*refused);
+  } else {
+    ASSERT_FALSE(refused) << "a machine not marked as the testbed's is never rearranged";
+    EXPECT_NE(refused.error().what.find("--vm"), std::string::npos) << refused.error().what;
+  }
+  setenv("ROCELAB_DEDICATED_MACHINE", "1", 1);
+  auto marked = fabric::hosts_in_init_netns(s);
+  unsetenv("ROCELAB_DEDICATED_MACHINE");
+  ASSERT_TRUE(marked);
+  EXPECT_EQ(*marked, !namespaced);
 }
