@@ -31,8 +31,10 @@ bool Counters::set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, ui
   const size_t i = slot * RL_NUM_PRIO + prio;
   if (!base_ || !writable_ || i >= entries_) return false;
   auto* c = static_cast<rl_counters*>(base_) + i;
-  __atomic_store_n(&c->paused_total_ns, total_ns, __ATOMIC_RELAXED);
-  __atomic_store_n(&c->paused_since_ns, since_ns, __ATOMIC_RELEASE);
+  // since before total, and readers load total before since: a reader that sees the new
+  // total sees the pause's end too, so an ending pause is never counted twice.
+  __atomic_store_n(&c->paused_since_ns, since_ns, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->paused_total_ns, total_ns, __ATOMIC_RELEASE);
   return true;
 }
 
@@ -53,8 +55,8 @@ uint64_t Counters::paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const 
   const size_t i = slot * RL_NUM_PRIO + prio;
   if (!base_ || i >= entries_) return 0;
   const auto* c = static_cast<const rl_counters*>(base_) + i;
-  const uint64_t since = __atomic_load_n(&c->paused_since_ns, __ATOMIC_ACQUIRE);
-  const uint64_t total = __atomic_load_n(&c->paused_total_ns, __ATOMIC_RELAXED);
+  const uint64_t total = __atomic_load_n(&c->paused_total_ns, __ATOMIC_ACQUIRE);
+  const uint64_t since = __atomic_load_n(&c->paused_since_ns, __ATOMIC_RELAXED);
   return total + (since && now_ns > since ? now_ns - since : 0);
 }
 
@@ -70,6 +72,10 @@ rl_counters Counters::read(size_t slot, uint32_t prio) const {
   const auto* src = reinterpret_cast<const uint64_t*>(static_cast<const rl_counters*>(base_) + i);
   auto* dst = reinterpret_cast<uint64_t*>(&out);
   for (size_t k = 0; k < sizeof out / 8; ++k) dst[k] = __atomic_load_n(src + k, __ATOMIC_RELAXED);
+  // The pause clock again, in the order set_pause_clock needs (total, then since).
+  const auto* c = static_cast<const rl_counters*>(base_) + i;
+  out.paused_total_ns = __atomic_load_n(&c->paused_total_ns, __ATOMIC_ACQUIRE);
+  out.paused_since_ns = __atomic_load_n(&c->paused_since_ns, __ATOMIC_RELAXED);
   return out;
 }
 

@@ -144,7 +144,9 @@ class SeriesRecorder final : public Recorder {
         if (!first_) {
           const uint64_t dtx = c.tx_bytes - p.c.tx_bytes, drx = c.rx_bytes - p.c.rx_bytes;
           const uint64_t decn = c.ecn_marked - p.c.ecn_marked, dptx = c.pfc_tx - p.c.pfc_tx, dprx = c.pfc_rx - p.c.pfc_rx;
-          const uint64_t dpaused = paused - p.paused_ns, ddrop = drops(c) - drops(p.c);
+          // A pause's end is stamped when the agent saw it, which can be before this sampler's
+          // last reading of the open pause: the clock never runs back in the series.
+          const uint64_t dpaused = paused > p.paused_ns ? paused - p.paused_ns : 0, ddrop = drops(c) - drops(p.c);
           const bool active = depth || peak || dtx || drx || decn || dptx || dprx || dpaused || ddrop || c.paused_since_ns;
           if ((active || p.shown) && dt_ns > 0) {
             // Rates are physical: emulated bytes over the interval's physical length (wall / D).
@@ -159,7 +161,7 @@ class SeriesRecorder final : public Recorder {
           p.shown = active;
         }
         p.c = c;
-        p.paused_ns = paused;
+        p.paused_ns = std::max(p.paused_ns, paused);
       }
       if (!host) {
         auto& hist = qlen_[{ps.node, ps.port}];

@@ -3,8 +3,11 @@
 // interval follows the scenario and D.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <sstream>
+#include <thread>
 
 #include "fake_testbed.h"
 #include "telemetry/sink.h"
@@ -100,4 +103,57 @@ TEST(Series, RowsAddUpToTheCountersWhateverTheSampleCount) {
   EXPECT_NEAR(paused, double(calls - 2) * 2e-6 / 1000, 1e-12);  // 2 us of wall clock is 2 ns physical
   EXPECT_EQ(metrics.at("series_samples").scalar, double(calls));
   EXPECT_EQ(files.at("qlen.txt").rfind("time: ", 0), 0u);
+}
+
+// The agent stamps a pause's end when it saw it; a sample taken in between may already have
+// counted the open pause past that stamp. The series never shows the clock running back (an
+// unsigned difference gone negative was once 1.8e7 s in a row), and its sum is the most the
+// pause clock ever read.
+TEST(Series, PauseEndedBeforeTheLastReadingNeverRunsBack) {
+  auto s = must_load(kIncast);
+  FakeTestbed tb(s);
+  const auto plan = fabric::plan_kernel(s);
+  s.telemetry.interval = model::Duration{1000};  // 1 ms of wall clock: the sampler's own calls come quickly
+  std::atomic<int> calls{0};
+  tb.sampled = [&](int n) {
+    calls = n + 1;
+    std::vector<fabric::PortStats> out;
+    for (const auto& node : tb.nodes())
+      for (const auto& p : node.ports) {
+        fabric::PortStats ps{node.name, p.name, p.ifindex, {}};
+        if (node.name == "sw" && p.name == "h2") {
+          auto& q = ps.prio[3];
+          q.c.tx_bytes = uint64_t(n) * 1500;
+          // Call 1: paused since 5 us before now (open). Later: ended, 3 us in all.
+          if (n == 1) q.c.paused_since_ns = uint64_t(tb.clock().now() - 5000);
+          if (n >= 2) q.c.paused_total_ns = 3000;
+        }
+        out.push_back(ps);
+      }
+    return out;
+  };
+  const auto sink = telemetry::sinks().find("series");
+  ASSERT_TRUE(sink && sink->start);
+  const int64_t t0 = tb.clock().now();
+  auto rec = sink->start({s, plan, tb, ""});
+  ASSERT_TRUE(rec);
+  // Call 0 is the baseline; call 1 the sampler's own (the open pause); stop takes the last.
+  for (int i = 0; i < 5000 && calls < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_GE(calls.load(), 2) << "the sampler took no sample of its own in 5 s";
+  rec->stop();
+  model::MetricSet metrics;
+  std::vector<std::string> notes;
+  std::string invalid;
+  nlohmann::ordered_json record;
+  std::map<std::string, std::string> files;
+  telemetry::Collect c{s, plan, tb, metrics, notes, invalid, record, t0, &files, rec.get()};
+  ASSERT_TRUE(sink->collect(c));
+  double paused = 0;
+  for (const auto& r : rows_of(files.at("series-ports.csv"))) {
+    const double v = std::stod(r.at("paused_s"));
+    EXPECT_GE(v, 0.0);
+    EXPECT_LE(v, 5e-6 / 1000 + 1e-15) << "no interval holds more pause than the clock ever read";
+    paused += v;
+  }
+  EXPECT_NEAR(paused, 5e-6 / 1000, 1e-12);  // the open reading's 5 us; the 3 us total stays under it
 }
