@@ -5,7 +5,7 @@ same path with the same qdiscs and no programs, in one run, as a ratio.
 Path: h1 - sw1 - sw2 - h2, links at 100 Gbit/s emulated (D = 1), so the CPU, not the
 shaper, is the limit. udp_blast sends 1024-byte datagrams with sendmmsg (batches of 32)
 for SECONDS and the receiver counts what arrives. Rounds alternate the two setups on fresh
-fabrics: with programs, then without (the bench removes the tc filters; HTB stays).
+fabrics: with programs, then without (the bench detaches the programs; HTB stays).
 
 Usage (root):  bench/dataplane_pps.py [--rocelab build/rocelab] [--rounds 3] [--seconds 3]
 """
@@ -55,6 +55,7 @@ def main():
         print("bench: needs root (it makes network namespaces)", file=sys.stderr)
         sys.exit(77)
     rocelab, blast = os.path.abspath(args.rocelab), os.path.abspath(args.blast)
+    detach = os.path.join(os.path.dirname(blast), "detach_programs")
     name = f"pps{PID}"
     tmp = tempfile.mkdtemp(prefix="rocelab-pps-")
     try:
@@ -73,9 +74,8 @@ def main():
             run([rocelab, "up", path])
             pps, s = measure(blast, name, dst, args.size, args.seconds)
             with_p.append(pps)
-            for node, port in ports:
-                for hook in ("egress", "ingress"):
-                    run(["ip", "netns", "exec", f"rl-{name}.{node}", "tc", "filter", "del", "dev", port, hook])
+            for node in nodes:
+                run(["ip", "netns", "exec", f"rl-{name}.{node}", detach] + [p for n, p in ports if n == node])
             pps0, s0 = measure(blast, name, dst, args.size, args.seconds)
             without_p.append(pps0)
             run([rocelab, "down", name])

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <utility>
 
+#include "bpf/tc_hook.h"
 #include "emit.skel.h"
 
 namespace rocelab::bpf {
@@ -39,14 +40,10 @@ bool update(int fd, uint32_t key, const void* v, const char* what, std::string& 
 }
 
 int attached_prog(int ifindex, bool ingress, std::string& why) {
-  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = ingress ? BPF_TC_INGRESS : BPF_TC_EGRESS);
-  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
-  if (int e = bpf_tc_query(&hook, &opts); e) {
-    why = err("no rocelab program on interface " + std::to_string(ifindex), e);
-    return -1;
-  }
-  int prog = bpf_prog_get_fd_by_id(opts.prog_id);
-  if (prog < 0) why = err("open program " + std::to_string(opts.prog_id), errno);
+  const uint32_t id = attached_tc(ifindex, ingress ? TcHook::kIngress : TcHook::kEgress, why);
+  if (!id) return -1;
+  int prog = bpf_prog_get_fd_by_id(id);
+  if (prog < 0) why = err("open program " + std::to_string(id), errno);
   return prog;
 }
 

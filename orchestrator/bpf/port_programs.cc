@@ -11,6 +11,7 @@
 
 #include "egress.skel.h"
 #include "ingress.skel.h"
+#include "bpf/tc_hook.h"
 #include "sys/netns.h"
 
 namespace rocelab::bpf {
@@ -159,27 +160,7 @@ int PortPrograms::pg_bytes_fd() const { return bpf_map__fd(eg_->maps.pg_bytes); 
 int PortPrograms::pg_ring_fd() const { return bpf_map__fd(eg_->maps.pg_ring); }
 
 bool PortPrograms::attach(int ifindex, std::string& why) {
-  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = ifindex, .attach_point = static_cast<bpf_tc_attach_point>(BPF_TC_INGRESS | BPF_TC_EGRESS));
-  if (int e = bpf_tc_hook_create(&hook); e && e != -EEXIST) {
-    why = err("clsact on interface " + std::to_string(ifindex), e);
-    return false;
-  }
-  struct Hook {
-    bpf_tc_attach_point point;
-    int fd;
-    const char* name;
-  };
-  for (const Hook& h : {Hook{BPF_TC_EGRESS, egress_fd(), "egress"},
-                        Hook{BPF_TC_INGRESS, bpf_program__fd(in_->progs.rl_ingress), "ingress"}}) {
-    hook.attach_point = h.point;
-    // REPLACE: attaching twice (a retried step) swaps the program in place.
-    LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = h.fd, .flags = BPF_TC_F_REPLACE, .handle = 1, .priority = 1);
-    if (int e = bpf_tc_attach(&hook, &opts); e) {
-      why = err(std::string("attach ") + h.name + " program to interface " + std::to_string(ifindex), e);
-      return false;
-    }
-  }
-  return true;
+  return attach_tc(ifindex, TcHook::kEgress, egress_fd(), why) && attach_tc(ifindex, TcHook::kIngress, ingress_fd(), why);
 }
 
 std::optional<uint32_t> probe_depth(int egress_fd, int ifindex, uint32_t prio, std::string& why) {

@@ -55,7 +55,7 @@ class PortPrograms {
   PortPrograms(const PortPrograms&) = delete;
   PortPrograms& operator=(const PortPrograms&) = delete;
 
-  // Hooks both programs to `ifindex` (a clsact qdisc, egress and ingress filters) in the
+  // Hooks both programs to `ifindex` (a clsact qdisc's filters: tc_hook.h) in the
   // calling thread's network namespace.
   bool attach(int ifindex, std::string& why);
   bool set_port_info(size_t slot, const rl_port_info& info, std::string& why);

@@ -20,6 +20,7 @@
 #include "bpf/pause_watch.h"
 #include "bpf/fabric_maps.h"
 #include "bpf/port_programs.h"
+#include "bpf/tc_hook.h"
 #include "netlink/batch.h"
 #include "sys/netns.h"
 
@@ -427,15 +428,25 @@ TEST_F(PortPrograms, CorruptionFlipsOneBitUnderTheIcrcAndKeepsUdpValid) {
 TEST_F(PortPrograms, IngressCountsWhatArrivesPerPriority) {
   int ingress_fd = -1;
   {
-    // Attach both to port B and find the ingress program through tc, as the kernel has it.
+    // Attach both to port B (twice, as a retried step does) and find the
+    // ingress program through the kernel's hook.
     std::string why;
     ASSERT_TRUE(lab().progs->attach(kPortB, why)) << why;
+    ASSERT_TRUE(lab().progs->attach(kPortB, why)) << why;
+    const uint32_t id = bpf::attached_tc(kPortB, bpf::TcHook::kIngress, why);
+    ASSERT_NE(id, 0u) << why;
+    ingress_fd = bpf_prog_get_fd_by_id(id);
   }
-  LIBBPF_OPTS(bpf_tc_hook, hook, .ifindex = kPortB, .attach_point = BPF_TC_INGRESS);
-  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
-  ASSERT_EQ(bpf_tc_query(&hook, &opts), 0);
-  ingress_fd = bpf_prog_get_fd_by_id(opts.prog_id);
   ASSERT_GE(ingress_fd, 0);
+  bpf_prog_info info{};
+  uint32_t len = sizeof info;
+  ASSERT_EQ(bpf_obj_get_info_by_fd(ingress_fd, &info, &len), 0);
+  {
+    bpf_prog_info ours{};
+    uint32_t olen = sizeof ours;
+    ASSERT_EQ(bpf_obj_get_info_by_fd(lab().progs->ingress_fd(), &ours, &olen), 0);
+    EXPECT_EQ(info.id, ours.id) << "the hook runs the ingress program";
+  }
   rl_counters before = at(kPortB, 6);
   Result r = run(ingress_fd, udp_frame(48, 0), kPortB, 7);
   close(ingress_fd);
