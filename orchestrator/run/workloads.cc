@@ -232,7 +232,7 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalys
   return {{"units", "physical (emulated rates x D, emulated times / D)"},
           {"engine", {{"retransmitted", r.retransmitted}, {"cnp_sent", r.cnp_sent}, {"cnp_received", r.cnp_received},
                       {"ce_marked", r.ce_marked}, {"bad_icrc", r.bad_icrc}, {"rx_overflow", r.rx_overflow},
-                      {"worst_pacing_error", r.worst_pacing_error}, {"engine_cpu_busy", r.engine_cpu_busy},
+                      {"worst_pacing_error", r.worst_pacing_error}, {"worst_paced_nic", r.worst_paced_nic}, {"engine_cpu_busy", r.engine_cpu_busy},
                       {"engine_cpu_waiting", r.engine_cpu_waiting}, {"machine_steal", r.machine_steal},
                       {"wall_seconds", r.seconds}}},
           {"nic_counters", r.nic_counters},

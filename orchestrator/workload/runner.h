@@ -75,6 +75,7 @@ struct WorkloadRun {
   uint64_t send_errors = 0;       // packets the kernel refused to send
   int last_send_error = 0;
   double worst_pacing_error = 0;  // the most negative: a pacer that fell behind
+  std::string worst_paced_nic;    // its NIC, NODE:IF
   // The engine thread's share of the traffic phase on a CPU and runnable without one (other
   // work on the machine took it); negative when the kernel keeps no schedstat.
   double engine_cpu_busy = -1, engine_cpu_waiting = -1;
