@@ -407,8 +407,17 @@ Nanos Engine::next_due(Nanos now) const {
   for (const auto& q : qps_) {
     if (q->lost || endpoints_[q->ep]->down) continue;
     if (q->cnp_due || q->rc.response_pending()) return now;
-    if (!q->held.empty()) due = std::min(due, now + 100'000);  // the socket was full: retry soon
-    if (q->rc.data_ready()) due = std::min(due, std::max(q->next_at, endpoints_[q->ep]->next_at));
+    if (!q->held.empty()) {
+      // The socket was full (the NIC's queue, usually paused by PFC): it takes more once the
+      // queue sent a packet, so try again after one packet's time at the line rate (at most
+      // 100 us). Its data being due meanwhile is no reason to wake: that spun the thread on
+      // every paused NIC (incast-lossless kept it 97 % busy), taking the CPU the kernel
+      // forwards on.
+      const double packet_bits = double(q->rc.config().mtu + 64 + kFrameOverhead) * 8;
+      due = std::min(due, now + std::min<Nanos>(100'000, Nanos(packet_bits * 1e9 / q->line_bps)));
+    } else if (q->rc.data_ready()) {
+      due = std::min(due, std::max(q->next_at, endpoints_[q->ep]->next_at));
+    }
     const Nanos timer = q->rc.next_timer();  // on the QP's RC time
     if (timer != INT64_MAX) due = std::min(due, timer + (now - rc_time(*q, now)));
   }
