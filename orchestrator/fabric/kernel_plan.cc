@@ -205,6 +205,12 @@ netlink::SchedulerSpec scheduler_of(const KernelPlan& kp, const NodePlan& np, co
   constexpr uint32_t kHostLosslessLimit = 256u << 20;
   const rl_config& c = kp.port_config;
   netlink::SchedulerSpec sch{p.ifindex, RL_HTB_MAJOR, RL_CLASS_BASE, p.rate_bps, p.mtu, {}, c.pfc_mask};
+  // A queue only for a priority traffic can reach: the DSCP map's image, 0 (not IP), the
+  // lossless and PFC ones. Every tc class adds a block to one machine-wide list that each new
+  // block scans: the default map's three queues instead of eight brought a k = 12 fat-tree
+  // up in 10-12.7 s instead of 15.2-15.5 s.
+  sch.queues = uint8_t(1u | c.pfc_mask | c.lossless_mask);
+  for (const uint8_t q : c.dscp_to_prio) sch.queues |= uint8_t(1u << (q & (RL_NUM_PRIO - 1)));
   for (int q = 0; q < RL_NUM_PRIO; ++q) sch.fifo_limit[q] = c.queue_limit[q] + 64 * 1024;
   // Lossless queues stop at XOFF + headroom, which the agent may raise: at most the pool.
   for (int q = 0; q < RL_NUM_PRIO; ++q)

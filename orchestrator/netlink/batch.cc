@@ -367,6 +367,7 @@ void Batch::add_scheduler(const SchedulerSpec& s) {
   };
   add_class(1, 0, bytes_per_s, -1);
   for (uint32_t p = 0; p < 8; ++p) {
+    if (!(((s.queues | s.pausable) >> p) & 1)) continue;
     add_class(s.class_base + p, 1, assured, static_cast<int>(7 - p));  // HTB: 0 is served first
     if ((s.pausable >> p) & 1) {
       set_pause({s.ifindex, s.major, s.class_base, p, false, s.rate_bps, s.mtu, s.fifo_limit[p]});

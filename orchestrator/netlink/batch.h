@@ -53,8 +53,8 @@ struct NeighSpec {
   Mac mac{};
 };
 // The egress scheduler of a port: HTB root MAJOR:, a parent class MAJOR:1 at the port's
-// rate, one leaf class per priority MAJOR:(class_base + p) borrowing up to the port rate in
-// strict order (a higher priority number wins), each leaf holding a bfifo.
+// rate, one leaf class per priority in `queues` MAJOR:(class_base + p) borrowing up to the
+// port rate in strict order (a higher priority number wins), each leaf holding a bfifo.
 struct SchedulerSpec {
   int ifindex = 0;
   uint32_t major = 1, class_base = 0x10;
@@ -62,6 +62,7 @@ struct SchedulerSpec {
   uint32_t mtu = 1500;
   std::array<uint32_t, 8> fifo_limit{};  // bytes, per priority
   uint8_t pausable = 0;  // priorities whose leaf is a TBF (pause = its rate at 1 byte/s)
+  uint8_t queues = 0xff;  // priorities that get a class at all (pausable ones always do)
 };
 
 // Pausing priority `prio` of a port (PFC received), or resuming it: the TBF leaf under the

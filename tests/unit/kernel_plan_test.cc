@@ -204,3 +204,25 @@ TEST(KernelPlan, OnlyRxeHostsAskForTheInitNamespace) {
   ASSERT_TRUE(marked);
   EXPECT_EQ(*marked, !namespaced);
 }
+
+// A port gets a queue (an HTB class) only for a priority traffic can reach: the DSCP map's
+// image, 0 (what is not IP), the lossless and PFC ones. Each class is a tc block the kernel
+// lists machine-wide, so the unreachable ones only slowed bring-up.
+TEST(KernelPlan, QueuesOnlyForReachablePriorities) {
+  auto queues_of = [](const std::string& yaml) {
+    const auto s = must_load(yaml);
+    const auto kp = fabric::plan_kernel(s);
+    std::set<uint8_t> seen;
+    for (const auto& np : kp.nodes)
+      for (const auto& p : np.ports) seen.insert(fabric::scheduler_of(kp, np, p).queues);
+    EXPECT_EQ(seen.size(), 1u) << "every port has the same queues";
+    return seen.empty() ? uint8_t(0) : *seen.begin();
+  };
+  const std::string fabric = "scale: 1000\nfabric: {type: leaf-spine, spines: 1, leaves: 2, hosts_per_leaf: 1}\n";
+  // The default map: DSCP 24-31 -> 3, 48-55 -> 6, the rest -> 0; PFC on 3.
+  EXPECT_EQ(queues_of(fabric), 0b0100'1001);
+  // A map that sends DSCP 10 to 1 and PFC on 4, which no DSCP reaches: both get a queue.
+  EXPECT_EQ(queues_of(fabric + "qos: {dscp_map: {10: 1}, lossless: [3, 4], pfc: {priorities: [3, 4]}}\n"), 0b0101'1011);
+  // Lossy: nothing pauses; still the map's three.
+  EXPECT_EQ(queues_of(fabric + "qos: {profile: lossy}\n"), 0b0100'1001);
+}
