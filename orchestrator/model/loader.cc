@@ -184,7 +184,7 @@ class Loader {
         break;
       case FabricType::kFatTree:
         if (auto v = m.require("k"))
-          if (auto n = r_.integer(*v, 2, 16)) {
+          if (auto n = r_.integer(*v, 2, 22)) {  // k = 22: 3,267 nodes, within kMaxNodes
             if (*n % 2 != 0) r_.error(ErrorKind::kBadValue, *v, "fabric.k: a fat-tree needs an even k, got " + std::to_string(*n));
             else g.k = static_cast<int>(*n);
           }

@@ -29,8 +29,12 @@ constexpr bool is_instance_name(std::string_view n) {
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
   return true;
 }
-inline constexpr size_t kMaxNodes = 1024;    // namespaces one machine can reasonably hold
-inline constexpr size_t kMaxLinks = 4096;
+// What one machine holds: a lossless fat-tree took 0.3-0.85 MiB of kernel memory per
+// namespace (bench/fabric_scale.py, k = 4-16, MemAvailable), so 4,096 namespaces need ~3.5
+// GiB; the address pool (198.18.0.0/15) holds 16,384 /31 links and the loopbacks beside
+// them. Time is the limit before memory: k = 16 (1,344 namespaces) came up in 69 s here.
+inline constexpr size_t kMaxNodes = 4096;
+inline constexpr size_t kMaxLinks = 16384;
 inline constexpr uint32_t kMtuMin = 576, kMtuMax = 9216;
 inline constexpr Rate kRateMin{1000000};               // 1 Mbit/s physical
 inline constexpr Rate kRateMax{1600000000000ULL};      // 1.6 Tbit/s physical
