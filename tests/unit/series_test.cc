@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -36,6 +37,25 @@ std::vector<std::map<std::string, std::string>> rows_of(const std::string& csv) 
     out.push_back(r);
   }
   return out;
+}
+
+// Starts the series sink on `tb`, runs `between` (if any) while it samples, stops it and
+// collects its metrics and files.
+void record_series(const model::Scenario& s, const fabric::KernelPlan& plan, FakeTestbed& tb,
+                   const std::function<void()>& between, model::MetricSet& metrics,
+                   std::map<std::string, std::string>& files) {
+  const auto sink = telemetry::sinks().find("series");
+  ASSERT_TRUE(sink && sink->start);
+  const int64_t t0 = tb.clock().now();
+  auto rec = sink->start({s, plan, tb, ""});
+  ASSERT_TRUE(rec);
+  if (between) between();
+  rec->stop();
+  std::vector<std::string> notes;
+  std::string invalid;
+  nlohmann::ordered_json record;
+  telemetry::Collect c{s, plan, tb, metrics, notes, invalid, record, t0, &files, rec.get()};
+  ASSERT_TRUE(sink->collect(c));
 }
 
 }  // namespace
@@ -73,19 +93,9 @@ TEST(Series, RowsAddUpToTheCountersWhateverTheSampleCount) {
       }
     return out;
   };
-  const auto sink = telemetry::sinks().find("series");
-  ASSERT_TRUE(sink && sink->start);
-  const int64_t t0 = tb.clock().now();
-  auto rec = sink->start({s, plan, tb, ""});
-  ASSERT_TRUE(rec);
-  rec->stop();
   model::MetricSet metrics;
-  std::vector<std::string> notes;
-  std::string invalid;
-  nlohmann::ordered_json record;
   std::map<std::string, std::string> files;
-  telemetry::Collect c{s, plan, tb, metrics, notes, invalid, record, t0, &files, rec.get()};
-  ASSERT_TRUE(sink->collect(c));
+  ASSERT_NO_FATAL_FAILURE(record_series(s, plan, tb, {}, metrics, files));
   const int calls = tb.sample_calls;
   ASSERT_GE(calls, 2);  // the baseline and the traffic's end at least
   uint64_t tx = 0, peak = 0;
@@ -132,22 +142,13 @@ TEST(Series, PauseEndedBeforeTheLastReadingNeverRunsBack) {
       }
     return out;
   };
-  const auto sink = telemetry::sinks().find("series");
-  ASSERT_TRUE(sink && sink->start);
-  const int64_t t0 = tb.clock().now();
-  auto rec = sink->start({s, plan, tb, ""});
-  ASSERT_TRUE(rec);
-  // Call 0 is the baseline; call 1 the sampler's own (the open pause); stop takes the last.
-  for (int i = 0; i < 5000 && calls < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_GE(calls.load(), 2) << "the sampler took no sample of its own in 5 s";
-  rec->stop();
   model::MetricSet metrics;
-  std::vector<std::string> notes;
-  std::string invalid;
-  nlohmann::ordered_json record;
   std::map<std::string, std::string> files;
-  telemetry::Collect c{s, plan, tb, metrics, notes, invalid, record, t0, &files, rec.get()};
-  ASSERT_TRUE(sink->collect(c));
+  // Call 0 is the baseline; call 1 the sampler's own (the open pause); stop takes the last.
+  ASSERT_NO_FATAL_FAILURE(record_series(s, plan, tb, [&] {
+    for (int i = 0; i < 5000 && calls < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_GE(calls.load(), 2) << "the sampler took no sample of its own in 5 s";
+  }, metrics, files));
   double paused = 0;
   for (const auto& r : rows_of(files.at("series-ports.csv"))) {
     const double v = std::stod(r.at("paused_s"));
