@@ -160,7 +160,8 @@ int PortPrograms::pg_bytes_fd() const { return bpf_map__fd(eg_->maps.pg_bytes); 
 int PortPrograms::pg_ring_fd() const { return bpf_map__fd(eg_->maps.pg_ring); }
 
 bool PortPrograms::attach(int ifindex, std::string& why) {
-  return attach_tc(ifindex, TcHook::kEgress, egress_fd(), why) && attach_tc(ifindex, TcHook::kIngress, ingress_fd(), why);
+  return add_clsact(ifindex, why) && attach_tc(ifindex, TcHook::kEgress, egress_fd(), why) &&
+         attach_tc(ifindex, TcHook::kIngress, ingress_fd(), why);
 }
 
 std::optional<uint32_t> probe_depth(int egress_fd, int ifindex, uint32_t prio, std::string& why) {

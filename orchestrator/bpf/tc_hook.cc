@@ -14,12 +14,17 @@ bpf_tc_attach_point point(TcHook h) { return h == TcHook::kIngress ? BPF_TC_INGR
 
 }  // namespace
 
-bool attach_tc(int ifindex, TcHook hook, int prog_fd, std::string& why) {
-  LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = point(hook));
+bool add_clsact(int ifindex, std::string& why) {
+  LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = BPF_TC_INGRESS);
   if (int e = bpf_tc_hook_create(&h); e && e != -EEXIST) {
     why = err("clsact on interface " + std::to_string(ifindex), e);
     return false;
   }
+  return true;
+}
+
+bool attach_tc(int ifindex, TcHook hook, int prog_fd, std::string& why) {
+  LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = point(hook));
   LIBBPF_OPTS(bpf_tc_opts, opts, .prog_fd = prog_fd, .flags = BPF_TC_F_REPLACE, .handle = 1, .priority = 1);
   if (int e = bpf_tc_attach(&h, &opts); e) {
     why = err(std::string("attach ") + name(hook) + " program to interface " + std::to_string(ifindex), e);

@@ -12,8 +12,13 @@ namespace rocelab::bpf {
 
 enum class TcHook { kIngress, kEgress };
 
-// Attaches `prog_fd` at `hook` of `ifindex` in the calling thread's network namespace; a
-// program already there (a retried step) is replaced in place. Errors name the interface.
+// The clsact qdisc both hooks live on, in the calling thread's network namespace; one that
+// is there already is fine (the kernel then logs "Exclusivity flag on", hence once a port).
+bool add_clsact(int ifindex, std::string& why);
+
+// Attaches `prog_fd` at `hook` of `ifindex` (its clsact made first) in the calling thread's
+// network namespace; a program already there (a retried step) is replaced in place. Errors
+// name the interface.
 bool attach_tc(int ifindex, TcHook hook, int prog_fd, std::string& why);
 
 // The id of rocelab's program at `hook` of `ifindex`; 0 and `why` when there is none.
