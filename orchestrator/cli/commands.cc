@@ -22,6 +22,7 @@
 #include "fabric/local_testbed.h"
 #include "fabric/realiser.h"
 #include "model/loader.h"
+#include "run/autoscale.h"
 #include "run/capabilities.h"
 #include "run/graph.h"
 #include "run/inject.h"
@@ -113,9 +114,28 @@ std::optional<model::Scenario> load(const po::variables_map& vm, const Globals& 
   return std::nullopt;
 }
 
+// `scale: auto`: D for this machine (run/autoscale.h), said before anything is built; the
+// sentence is the run's first note. Model-only runs take a cached calibration or leave D
+// at 1 (the model's figures do not depend on it).
+Result<std::string> choose_auto_scale(model::Scenario& s, const po::variables_map& vm, const char* cmd, bool model_only) {
+  if (model_only && !run::has_calibration()) {
+    spdlog::warn("scale: auto: this machine is not calibrated yet; --model-only leaves D at 1 (no figure of the model depends on it)");
+    return std::string();
+  }
+  auto ch = run::resolve_auto_scale(s, vm.count("recalibrate") > 0,
+                                    [](const std::string& what) { spdlog::info("{}", what); });
+  if (!ch) {
+    std::cerr << "rocelab " << cmd << ": " << ch.error().what << "\n";
+    return ch.error();
+  }
+  spdlog::info("scale: auto: {}", ch->why);
+  return "scale: auto: " + ch->why;
+}
+
 std::string summary_line(const model::Scenario& s) {
   char scale[32];
   std::snprintf(scale, sizeof scale, "%g", s.scale.factor());
+  if (s.scale_auto) std::snprintf(scale, sizeof scale, "auto");
   return std::string(model::fabric_type_name(s.fabric.type)) + ": " +
          std::to_string(s.count(model::NodeKind::kSwitch)) + " switches, " +
          std::to_string(s.count(model::NodeKind::kHost)) + " hosts, " + std::to_string(s.links.size()) +
@@ -132,6 +152,16 @@ int cmd_validate(const po::variables_map& vm, const Globals& g) {
     std::cout << ordered_json{{"ok", true}, {"file", s->file}, {"summary", summary_line(*s)}}.dump(2) << "\n";
   } else {
     std::cout << s->file << ": ok (" << summary_line(*s) << ")\n";
+    if (s->scale_auto) {
+      // What run would choose, when this machine's calibration is cached (validate measures nothing).
+      if (!run::has_calibration()) {
+        std::cout << "scale: auto: this machine is not calibrated yet ('rocelab run' or 'up' calibrates it, ~10 s)\n";
+      } else if (auto ch = run::resolve_auto_scale(*s, false, {})) {
+        std::cout << "scale: auto: " << ch->why << "\n";
+      } else {
+        std::cout << "scale: auto: " << ch.error().what << "\n";
+      }
+    }
   }
   return 0;
 }
@@ -233,8 +263,13 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     }
     s->seed = uint64_t(seed);
   }
-  if (vm.count("vm")) return run_vm(vm, *s);
+  if (vm.count("vm")) return run_vm(vm, *s);  // the guest chooses its own D for `scale: auto`
   run::RunOptions opts;
+  if (s->scale_auto) {
+    auto ch = choose_auto_scale(*s, vm, "run", vm.count("model-only") > 0);
+    if (!ch) return ch.error().exit_code();
+    if (!ch->empty()) opts.notes.push_back(*ch);
+  }
   const auto port = metrics_port(vm, "run");
   if (!port) return kExitBadInput;
   opts.metrics_port = *port;
@@ -324,6 +359,8 @@ int cmd_doctor(const po::variables_map&, const Globals& g) {
 int cmd_up(const po::variables_map& vm, const Globals& g) {
   auto s = load(vm, g);
   if (!s) return kExitBadInput;
+  if (s->scale_auto)
+    if (auto ch = choose_auto_scale(*s, vm, "up", false); !ch) return ch.error().exit_code();
   const auto port = metrics_port(vm, "up");
   if (!port) return kExitBadInput;
   catch_signals();
@@ -780,6 +817,13 @@ int cmd_perf(const po::variables_map& vm, const Globals& g) {
     std::cerr << "rocelab perf: " << t.error().what << " (bring it up first: rocelab up " << s->file << ")\n";
     return t.error().exit_code();
   }
+  if (s->scale_auto) {  // the D `up` chose, from the scenario it recorded
+    const double d = recorded_scale(s->name);
+    if (auto err = d > 0 ? model::rescale(*s, d) : std::optional<std::string>("no D recorded for " + s->name)) {
+      std::cerr << "rocelab perf: scale: auto: " << *err << "\n";
+      return kExitEnvironment;
+    }
+  }
   if (engine == "rxe")
     return run_perftest(*s, **t, {o.from, o.to, o.size, o.seconds > 0 ? o.seconds : 4, o.qps, g.json});
   if (s->hosts.engine == "rxe") {
@@ -866,6 +910,7 @@ const std::vector<Command>& commands() {
              "time scale D instead of the file's 'scale:' (emulated rates = physical / D); a larger D "
              "gives a slow machine room after an invalid run (exit 2)")(
              "seed", po::value<int64_t>(), "seed instead of the file's 'seed:' (repeat a run with other random choices)")(
+             "recalibrate", "with scale: auto, measure this machine again instead of using its cached calibration")(
              "no-report", "do not write RUN_DIR/report.html (rocelab report RUN_DIR writes it later)")(
              "vm", "run it inside the project's VM image (images/build.sh --rocelab): a kernel with rdma_rxe and "
                    "netem; the run directory comes back here");
@@ -896,6 +941,7 @@ const std::vector<Command>& commands() {
        "sudo rocelab up scenarios/quickstart.yaml && sudo ip netns exec rl-quickstart.host1 ip route\n"
        "  sudo rocelab up --instance qs2 scenarios/quickstart.yaml   # a second copy beside the first",
        [](po::options_description& d) {
+         d.add_options()("recalibrate", "with scale: auto, measure this machine again instead of using its cached calibration");
          add_metrics_option(d);
          add_instance_option(d);
          add_scenario_arg(d);

@@ -65,15 +65,13 @@ std::vector<Row> rows_between(const std::vector<fabric::PortStats>& a, const std
   return out;
 }
 
-// D from the scenario the instance was brought up with (its NAME.scenario.json): rates are
-// shown physical then; 0 when unknown.
-double scale_of(const std::string& instance) {
+}  // namespace
+
+double recorded_scale(const std::string& instance) {
   std::ifstream f(fabric::scenario_record_path(instance));
   const auto j = nlohmann::json::parse(f, nullptr, false);
   return j.is_object() && j.contains("scale") && j["scale"].is_number() ? j["scale"].get<double>() : 0;
 }
-
-}  // namespace
 
 int run_top(const std::string& instance, double interval_s, int count, size_t max_rows, const std::atomic<bool>& stop) {
   auto t = fabric::LocalTestbed::attach(instance);
@@ -82,7 +80,7 @@ int run_top(const std::string& instance, double interval_s, int count, size_t ma
     return t.error().exit_code();
   }
   const bool tty = isatty(STDOUT_FILENO);
-  const double d = scale_of(instance);
+  const double d = recorded_scale(instance);
   auto prev = (*t)->sample(false);
   auto t_prev = std::chrono::steady_clock::now();
   for (int frame = 0; (count <= 0 || frame < count) && !stop.load(); ++frame) {

@@ -63,9 +63,12 @@ class Loader {
       if (auto d = r_.string(*v)) s.description = *d;
     if (auto v = m->take("seed"))
       if (auto n = r_.integer(*v, 0, std::numeric_limits<int64_t>::max())) s.seed = static_cast<uint64_t>(*n);
-    if (auto v = m->require("scale", "the time scale D: emulated rates are physical / D, e.g. scale: 1000")) {
+    if (auto v = m->require("scale", "the time scale D: emulated rates are physical / D, e.g. scale: 1000 "
+                                      "(or scale: auto: the smallest D this machine keeps up with)")) {
       raw.scale_pos = v->pos;
-      if (v->node.IsScalar() && v->node.Tag() != "!") {
+      if (v->node.IsScalar() && v->node.Tag() != "!" && v->node.Scalar() == "auto") {
+        s.scale_auto = true;
+      } else if (v->node.IsScalar() && v->node.Tag() != "!") {
         auto p = parse_number(v->node.Scalar());
         if (p && *p.value <= 0)
           r_.error(ErrorKind::kOutOfRange, *v,
@@ -888,6 +891,7 @@ std::optional<std::string> rescale(Scenario& s, double d) {
              " (" + format_rate(l.rate) + ") run at " + format_rate(scale.emulate(l.rate)) +
              " emulated, below the " + format_rate(kEmulatedRateMin) + " minimum";
   s.scale = scale;
+  s.scale_auto = false;
   return std::nullopt;
 }
 

@@ -303,6 +303,9 @@ struct Scenario {
   std::string description;
   uint64_t seed = kDefaultSeed;
   TimeScale scale{1.0};
+  // `scale: auto`: D is this machine's to choose (run/autoscale.h) before anything is built;
+  // until then `scale` holds 1.
+  bool scale_auto = false;
   Ipv4Prefix pool = kDefaultPool;
   GeneratorParams fabric;
   std::vector<Node> nodes;

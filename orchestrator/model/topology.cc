@@ -518,7 +518,7 @@ class Builder {
         slowest_name = s_.nodes[s_.links[li].a.node].name + "-" + s_.nodes[s_.links[li].b.node].name;
       }
     }
-    if (!s_.links.empty() && s_.scale.emulate(slowest) < kEmulatedRateMin)
+    if (!s_.links.empty() && !s_.scale_auto && s_.scale.emulate(slowest) < kEmulatedRateMin)
       err(ErrorKind::kOutOfRange, raw_.scale_pos,
           "scale: D = " + std::to_string(s_.scale.factor()) + " makes link " + slowest_name + " (" +
               format_rate(slowest) + ") run at " + format_rate(s_.scale.emulate(slowest)) +

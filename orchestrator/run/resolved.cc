@@ -124,7 +124,7 @@ ordered_json derived_json(const Scenario& s) {
                  {"namespaces", s.nodes.size()}};
   d["oversubscription"] = s.oversubscription();
   ordered_json em;
-  em["scale"] = s.scale.factor();
+  em["scale"] = s.scale_auto ? ordered_json("auto (chosen when the fabric is made; figures below at D = 1)") : ordered_json(s.scale.factor());
   em["note"] = "rates / D, times x D, bytes unchanged (DESIGN.md section 3)";
   if (!s.qos.ecn.enabled) em["ecn"] = false;
   ordered_json wl = ordered_json::array();
@@ -187,7 +187,7 @@ ordered_json resolved_json(const Scenario& s, bool with_derived) {
   j["name"] = s.name;
   if (!s.description.empty()) j["description"] = s.description;
   j["seed"] = s.seed;
-  j["scale"] = s.scale.factor();
+  j["scale"] = s.scale_auto ? ordered_json("auto") : ordered_json(s.scale.factor());  // loads back as it was
   j["addressing"] = {{"pool", format_prefix(s.pool)}};
   ordered_json fabric{{"type", "explicit"}};
   if (s.fabric.type != FabricType::kExplicit) fabric["generated_by"] = generator_json(s.fabric);

@@ -1,5 +1,7 @@
 #include "run/run.h"
 
+#include "run/autoscale.h"
+
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
@@ -119,21 +121,8 @@ Status validate_phase(RunContext& c) {
   return ok();
 }
 
-// Notes where a switch's lossless queues would need more than its buffer.
 void note_headroom_caps(RunContext& c) {
-  const auto& kp = c.plan();
-  for (const auto& np : kp.nodes) {
-    if (np.host || !kp.port_config.buffer_size || !kp.port_config.pfc_mask) continue;
-    uint64_t need = 0;  // the largest limit the node's lossless queues would need, uncapped
-    for (const auto& h : bpf::node_headroom(fabric::headroom_inputs(kp, np), kp.port_config.pfc_xoff, 0,
-                                            bpf::kInitialReactionBudgetNs,
-                                            kp.port_config.pfc_trigger == RL_PFC_TRIGGER_INGRESS))
-      need = std::max<uint64_t>(need, h.lossless_limit);
-    if (need > kp.port_config.buffer_size)
-      c.notes.push_back(np.node + ": XOFF + the headroom of its ports (" + std::to_string(need) +
-                        " B) exceed qos.buffer.size (" + std::to_string(kp.port_config.buffer_size) +
-                        " B): its lossless queues stop at the buffer and may drop as `headroom`");
-  }
+  for (auto& n : headroom_over_buffer(c.plan())) c.notes.push_back(std::move(n));
 }
 
 Status up_phase(RunContext& c) {
@@ -529,6 +518,7 @@ RunReport report(RunContext& c) {
 
 RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
   RunContext c(s, opts);
+  c.notes = opts.notes;
   if (auto st = make_run_dir(c); !st) {
     c.error = st.error();
     return report(c);

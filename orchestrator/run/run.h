@@ -20,6 +20,7 @@ struct RunOptions {
   const std::atomic<bool>* cancel = nullptr;  // a signal asked us to stop: tear down, report
   uint16_t metrics_port = 0;  // the agent serves Prometheus metrics here while the fabric is up
   std::function<void(double, const std::string&)> meter;  // the workloads' progress (a bar); unset: log lines
+  std::vector<std::string> notes;  // the caller's, first in the run's notes (how `scale: auto` chose D)
 };
 
 struct RunReport {

@@ -17,6 +17,7 @@ Usage: workload_test.py --rocelab PATH --source REPO_DIR
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -213,6 +214,48 @@ class Overload(InTempDir):
         # Whatever else held the machine, the pacer saw the shortfall and knows its NIC.
         self.assertLess(eng["worst_pacing_error"], -0.15)
         self.assertRegex(eng["worst_paced_nic"], r"^host\d+:")
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class AutoScale(InTempDir):
+    """Issue 22, done-when 4: `scale: auto` calibrates this machine once (cached per machine
+    and kernel), says the D it chose and why, and the run at that D is valid; the resolved
+    figures carry that D."""
+
+    def test_calibrates_once_chooses_d_and_runs_valid(self):
+        with open(os.path.join(SOURCE, "scenarios", "incast-lossless.yaml")) as f:
+            text = f.read().replace("name: incast-lossless", f"name: auto{os.getpid() % 10000}")
+        text = re.sub(r"(?m)^scale: .*$", "scale: auto", text)
+        path = os.path.join(self.tmp, "incast.yaml")
+        with open(path, "w") as f:
+            f.write(text.replace("message: 1MB", "message: 256KB"))
+        env = dict(os.environ, ROCELAB_CACHE_DIR=os.path.join(self.tmp, "cache"))
+        out = os.path.join(self.tmp, "run")
+        r = subprocess.run([ROCELAB, "run", "--no-report", path, "--out", out], capture_output=True, text=True,
+                           timeout=600, env=env)
+        log = r.stdout + r.stderr
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+        chose = re.search(r"scale: auto: D = ([0-9.]+): the busiest moment \(incast\)", log)
+        print(f"\n{chose.group(0) if chose else log[-2000:]}; exit {r.returncode}", file=sys.stderr)
+        self.assertIsNotNone(chose, log[-3000:])
+        self.assertIn("calibration: D = ", log)  # the trials were shown as they ran
+        self.assertEqual(r.returncode, 0, res.get("error"))
+        d = float(chose.group(1))
+        self.assertEqual(res["scale"], d)
+        self.assertTrue(any(n.startswith("scale: auto: D = ") for n in res["notes"]), res["notes"])
+        with open(os.path.join(self.tmp, "cache", "calibration.json")) as f:
+            cache = json.load(f)
+        (entry,) = cache.values()
+        self.assertGreater(entry["link_bps"], 0)
+        self.assertGreaterEqual(entry["held_d"], 10)
+        # Seven senders at 100G over two links each, at most 60 % of what the ring kept up with.
+        self.assertLessEqual(7 * 100e9 * 2 / d, 0.6 * entry["link_bps"] * 1.0001)
+        # From the cache: validate says the same D and measures nothing.
+        v = subprocess.run([ROCELAB, "validate", path], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(v.returncode, 0, v.stderr)
+        self.assertIn(f"scale: auto: D = {d:g}:", v.stdout)
+        self.assertIn("calibrated before", v.stdout)
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
