@@ -170,6 +170,10 @@ Result<Calibration> measure(const std::function<void(const std::string&)>& progr
     auto tr = trial(s, d);
     if (!tr) return error(Errc::kEnvironment, "calibration: D = " + fmt::format("{:g}", d) + ": " + tr.error().what);
     say(fmt::format("calibration: D = {:g} {} ({})", d, tr->held ? "kept up" : "fell behind", tr->why));
+    if (tr->held && !last.empty()) {  // came up from one that fell behind: the edge
+      held = d;
+      break;
+    }
     if (tr->held) {
       held = d;
       d = step_below(d);
