@@ -165,6 +165,9 @@ class TimelineThread {
  public:
   TimelineThread(fault::Timeline& tl, const sys::Clock& clock) : tl_(tl), clock_(clock) {
     tl_.start(clock_.now());
+    // Faults at 0 are in force before the first packet: left to the thread, a busy machine
+    // could schedule it after the traffic began (ecn-off's switch marked 2 packets at D = 200).
+    tl_.apply_due(clock_.now());
     thread_ = std::thread([this] { loop(); });
   }
   ~TimelineThread() { stop(); }
