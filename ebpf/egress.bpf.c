@@ -10,6 +10,14 @@
 #include "port_maps.bpf.h"
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
+
+/* A qdisc pointer kept in a map, readable with plain (fault-safe) loads instead of a
+ * bpf_probe_read_kernel call a field. */
+static __always_inline struct Qdisc *qdisc_at(__u64 p)
+{
+	return bpf_rdonly_cast((void *)p, bpf_core_type_id_kernel(struct Qdisc));
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -65,17 +73,12 @@ struct {
 	__type(value, struct rl_pg_pops);
 } pg_scratch SEC(".maps");
 
-/* Bytes queued in the HTB leaf class `classid` of the packet's device: the exact backlog
- * of the leaf qdisc, found through HTB's class hash (counting enqueues and dequeues drifts
- * on this kernel). 0 when the device's root qdisc is not HTB. */
-static __always_inline __u32 class_backlog(struct __sk_buff *skb, __u32 classid)
+/* The leaf qdisc of HTB class `classid` under `root`, found through HTB's class hash; 0 when
+ * the root is not HTB or has no such class. */
+static __always_inline struct Qdisc *htb_leaf(struct Qdisc *root, __u32 classid)
 {
-	struct sk_buff *kskb = bpf_cast_to_kern_ctx(skb);
-	struct Qdisc *root = BPF_CORE_READ(kskb, dev, qdisc);
 	char id[4] = {};
 
-	if (!root)
-		return 0;
 	bpf_probe_read_kernel(id, sizeof id, BPF_CORE_READ(root, ops, id));
 	if (id[0] != 'h' || id[1] != 't' || id[2] != 'b' || id[3] != 0)
 		return 0;
@@ -92,11 +95,36 @@ static __always_inline __u32 class_backlog(struct __sk_buff *skb, __u32 classid)
 		struct Qdisc_class_common *c = container_of(n, struct Qdisc_class_common, hnode);
 		if (BPF_CORE_READ(c, classid) == classid) {
 			struct htb_class *cl = container_of(c, struct htb_class, common);
-			return BPF_CORE_READ(cl, leaf.q, qstats.backlog);
+			return BPF_CORE_READ(cl, leaf.q);
 		}
 		n = BPF_CORE_READ(n, next);
 	}
 	return 0;
+}
+
+/* Bytes queued in priority `prio`'s HTB leaf on the packet's device (root qdisc `root`): the
+ * exact backlog of the leaf qdisc (counting enqueues and dequeues drifts on this kernel).
+ * The leaf is looked up once and kept in the port's info; 0 when there is none. */
+static __always_inline __u32 class_backlog(struct Qdisc *root, struct rl_port_info *self, __u32 prio)
+{
+	__u32 p = prio & (RL_NUM_PRIO - 1);
+
+	if (!root)
+		return 0;
+	if (self && self->leaf_root == (__u64)root && self->leaf_qdisc[p]) {
+		__u64 leaf = self->leaf_qdisc[p];
+		return leaf == RL_NO_LEAF ? 0 : qdisc_at(leaf)->qstats.backlog;
+	}
+	struct Qdisc *leaf = htb_leaf(root, RL_CLASSID(p));
+	if (self) {
+		if (self->leaf_root != (__u64)root) {
+			for (int i = 0; i < RL_NUM_PRIO; i++)
+				self->leaf_qdisc[i] = 0;
+			self->leaf_root = (__u64)root;
+		}
+		self->leaf_qdisc[p] = leaf ? (__u64)leaf : RL_NO_LEAF;
+	}
+	return leaf ? BPF_CORE_READ(leaf, qstats.backlog) : 0;
 }
 
 /* The node's shared pool in use: every port's root qdisc backlog (HTB sums its classes
@@ -113,20 +141,19 @@ static __always_inline __u32 pool_used(const struct rl_port_info *self)
 		struct rl_port_info *p = bpf_map_lookup_elem(&port_info, &s);
 		if (!p || !p->root_qdisc)
 			continue;
-		struct Qdisc *q = (struct Qdisc *)p->root_qdisc;
-		used += BPF_CORE_READ(q, qstats.backlog);
+		used += qdisc_at(p->root_qdisc)->qstats.backlog;
 	}
 	return used;
 }
 
-static __always_inline __u32 queue_depth(struct __sk_buff *skb, __u32 prio)
+static __always_inline __u32 queue_depth(struct Qdisc *root, struct rl_port_info *self, __u32 prio)
 {
 	__u32 zero = 0;
 	struct rl_depth_override *o = bpf_map_lookup_elem(&depth_override, &zero);
 
 	if (o && o->enabled)
 		return o->depth[prio & (RL_NUM_PRIO - 1)];
-	return class_backlog(skb, RL_CLASSID(prio));
+	return class_backlog(root, self, prio);
 }
 
 /* Mark with probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin) to kmax, 1 above. */
@@ -512,7 +539,8 @@ int rl_egress(struct __sk_buff *skb)
 	struct rl_counters *cnt = counters_of(ifindex, prio);
 	__u32 slot = slot_of(ifindex);
 	struct rl_port_info *self = bpf_map_lookup_elem(&port_info, &slot);
-	__u32 depth = queue_depth(skb, prio);
+	struct Qdisc *root = ((struct sk_buff *)bpf_cast_to_kern_ctx(skb))->dev->qdisc; /* BTF loads, no helper */
+	__u32 depth = queue_depth(root, self, prio);
 	int lossless = (cfg->lossless_mask >> prio) & 1;
 	int host = self && (self->flags & RL_PORT_HOST);
 	int pfc = (cfg->pfc_mask >> prio) & 1;
@@ -544,8 +572,10 @@ int rl_egress(struct __sk_buff *skb)
 			in_slot = RL_NO_PG;
 		}
 	}
-	if (self)
-		self->root_qdisc = (__u64)BPF_CORE_READ((struct sk_buff *)bpf_cast_to_kern_ctx(skb), dev, qdisc);
+	/* Written only when it changed: a store per packet would move the cache line between
+	 * the CPUs that send on this port. */
+	if (self && self->root_qdisc != (__u64)root)
+		self->root_qdisc = (__u64)root;
 	/* The PFC watchdog stormed this queue (action drop): nothing joins it. */
 	if (cnt && cnt->wd_drop)
 		return drop_at(cnt, depth, RL_DROP_PFCWD);

@@ -27,7 +27,7 @@ struct {
 
 static __always_inline void check(__u32 slot, struct sk_buff *skb, __u64 now)
 {
-	__u32 classid = BPF_CORE_READ(skb, priority);
+	__u32 classid = skb->priority; /* BTF pointers of tp_btf: plain loads, no helper call */
 	__u32 minor = classid & 0xffff;
 
 	/* Data classes only: PFC frames and the agent's frames leave through the direct queue. */
@@ -41,7 +41,7 @@ static __always_inline void check(__u32 slot, struct sk_buff *skb, __u64 now)
 	__sync_fetch_and_add(&st->dequeued, 1);
 	if (!st->since_ns || now < st->since_ns)
 		return;
-	__s64 len = BPF_CORE_READ(skb, len);
+	__s64 len = skb->len;
 
 	/* Signed: once spent the allowance stays below zero, however many packets follow. */
 	if (__sync_fetch_and_add(&st->allowance, -len) >= len) {
@@ -57,7 +57,7 @@ int BPF_PROG(rl_pause_watch, struct Qdisc *q, const struct netdev_queue *txq, in
 {
 	if (!skb || !txq)
 		return 0;
-	__u32 ifindex = BPF_CORE_READ(txq, dev, ifindex);
+	__u32 ifindex = txq->dev->ifindex;
 
 	if (ifindex < RL_FIRST_PORT_IFINDEX)
 		return 0;
@@ -70,7 +70,7 @@ int BPF_PROG(rl_pause_watch, struct Qdisc *q, const struct netdev_queue *txq, in
 	/* A bulk dequeue hands over a list (skb->next); veth takes one at a time, but count all. */
 	for (int i = 0; i < 16 && skb; i++) {
 		check(slot, skb, now);
-		skb = BPF_CORE_READ(skb, next);
+		skb = skb->next;
 	}
 	return 0;
 }

@@ -210,7 +210,13 @@ struct rl_port_info {
 	__u32 slow_quanta;    /* the pause time of the XOFF it is sending (emit_pfc reads it) */
 	__u32 mtu_limit;      /* mtu_mismatch: the other end's MTU; a longer IP packet leaving
 	                       * here is dropped (reason mtu), as that end would (0: none) */
+	/* Written by egress: each priority's HTB leaf qdisc under leaf_root (RL_NO_LEAF: the
+	 * port has no class for it), so a packet reads its queue's backlog in one load instead
+	 * of walking HTB's class hash. A pause changes a leaf in place; a new root clears them. */
+	__u64 leaf_root;
+	__u64 leaf_qdisc[8];
 };
+#define RL_NO_LEAF 1ull
 
 /* Per port slot: its PFC headroom (DESIGN.md §2) and what its lossless queues may hold.
  * PFC is triggered by egress occupancy, so every other port of the node may still be
@@ -291,7 +297,7 @@ struct rl_depth_override {
 #ifdef __cplusplus
 static_assert(sizeof(struct rl_counters) == 26 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
-static_assert(sizeof(struct rl_port_info) == 104, "rl_port_info layout");
+static_assert(sizeof(struct rl_port_info) == 176, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
