@@ -490,9 +490,21 @@ void Engine::turn() {
   }
 }
 
+std::vector<int> Engine::rx_fds() const {
+  std::vector<int> fds;
+  for (auto& ep : endpoints_) fds.push_back(ep->rx.get());
+  return fds;
+}
+
+bool Engine::has_news() const {
+  for (const auto& q : qps_)
+    if (q->rc.has_news()) return true;
+  return false;
+}
+
 bool Engine::run(const std::function<bool()>& done, Nanos deadline) {
   std::vector<pollfd> fds;
-  for (auto& ep : endpoints_) fds.push_back({ep->rx.get(), POLLIN, 0});
+  for (int fd : rx_fds()) fds.push_back({fd, POLLIN, 0});
   for (;;) {
     turn();
     if (done()) return true;

@@ -79,6 +79,13 @@ class Engine {
   // Turns until `done()` or the deadline; sleeps in ppoll when nothing is due.
   bool run(const std::function<bool()>& done, Nanos deadline);
 
+  // For a caller that drives several engines, each on its own thread (the builtin backend's
+  // shards): the receive sockets to wait on, when the next timer or packet is due, and
+  // whether a QP holds completions or received messages its owner has not taken.
+  std::vector<int> rx_fds() const;
+  Nanos next_due(Nanos now) const;
+  bool has_news() const;
+
   const EndpointStats& endpoint_stats(size_t ep) const;
   QpReport qp_report(size_t id) const;
   size_t qp_count() const;
@@ -93,7 +100,6 @@ class Engine {
   struct TxBatch;
   bool send_held(Qp& q, TxBatch& b);
   void send_batch(Qp& q, TxBatch& b);
-  Nanos next_due(Nanos now) const;
   Nanos rc_time(const Qp& q, Nanos now) const;
 
   DcqcnParams dcqcn_;

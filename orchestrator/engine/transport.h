@@ -94,6 +94,7 @@ class RcQp {
   // The QP's state is gone (its host crashed): every outstanding WR completes in error.
   void abort(const std::string& why, Nanos now) { fail_all(why, now); }
   std::vector<Completion> take_completions();
+  bool has_news() const { return !completions_.empty() || !received_.empty(); }
   std::deque<std::vector<uint8_t>>& received() { return received_; }  // SEND messages, in order
   bool idle() const { return wrs_.empty() && !ack_pending_ && !nak_pending_; }
   bool failed() const { return failed_; }

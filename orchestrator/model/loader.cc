@@ -63,8 +63,8 @@ class Loader {
       if (auto d = r_.string(*v)) s.description = *d;
     if (auto v = m->take("seed"))
       if (auto n = r_.integer(*v, 0, std::numeric_limits<int64_t>::max())) s.seed = static_cast<uint64_t>(*n);
-    if (auto v = m->require("scale", "the time scale D: emulated rates are physical / D, e.g. scale: 1000 "
-                                      "(or scale: auto: the smallest D this machine keeps up with)")) {
+    if (auto v = m->require("scale", "the time scale D: emulated rates are physical / D, e.g. scale: 1000, "
+                                      "or scale: auto for the smallest D this machine keeps up with")) {
       raw.scale_pos = v->pos;
       if (v->node.IsScalar() && v->node.Tag() != "!" && v->node.Scalar() == "auto") {
         s.scale_auto = true;

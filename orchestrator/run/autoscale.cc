@@ -212,7 +212,11 @@ std::string calibration_cache_path() {
 
 namespace {
 
-std::string cache_key() { return machine_id() + " | " + sys::kernel_info().release; }
+// The engine's threads change what the machine carries (ROCELAB_ENGINE_THREADS).
+std::string cache_key() {
+  const char* t = std::getenv("ROCELAB_ENGINE_THREADS");
+  return machine_id() + " | " + sys::kernel_info().release + (t && *t ? std::string(" | engine threads ") + t : "");
+}
 
 json read_cache() {
   json cache = json::object();

@@ -26,6 +26,7 @@ struct EndpointSpec {
   uint32_t addr = 0;   // the NIC's IPv4 address, host order
   double line_bps = 0; // emulated line rate
   std::function<bool()> halted;  // the host is crashed (Testbed::node_halted)
+  size_t host = 0, hosts = 1;    // the host's place among the fabric's hosts (threads split them in blocks)
 };
 
 struct QpSpec {

@@ -141,7 +141,10 @@ Result<size_t> Session::endpoint(size_t rank) {
   const auto& p = ranks_.nic(rank);
   const size_t at = t_.node_index(n.node);
   if (at == SIZE_MAX) return error(Errc::kEnvironment, "the fabric has no node " + n.node);
-  auto ep = b_.add_endpoint({n.node + ":" + p.ifname, t_.netns_fd(at), p.addr, double(p.rate_bps), t_.node_halted(at)});
+  const auto& hosts = ranks_.hosts();
+  const size_t place = size_t(std::find(hosts.begin(), hosts.end(), ranks_[rank].node) - hosts.begin());
+  auto ep = b_.add_endpoint({n.node + ":" + p.ifname, t_.netns_fd(at), p.addr, double(p.rate_bps), t_.node_halted(at),
+                             place, std::max<size_t>(hosts.size(), 1)});
   if (!ep) return ep.error();
   nic_[*ep] = n.node + ":" + p.ifname;
   next_qpn_[rank] = 0x100;
