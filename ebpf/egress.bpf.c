@@ -73,9 +73,9 @@ struct {
 	__type(value, struct rl_pg_pops);
 } pg_scratch SEC(".maps");
 
-/* The leaf qdisc of HTB class `classid` under `root`, found through HTB's class hash; 0 when
- * the root is not HTB or has no such class. */
-static __always_inline struct Qdisc *htb_leaf(struct Qdisc *root, __u32 classid)
+/* HTB class `classid` under `root`, found through HTB's class hash; 0 when the root is not
+ * HTB or has no such class (yet: never cached, so a class made later is found). */
+static __always_inline struct htb_class *htb_class_of(struct Qdisc *root, __u32 classid)
 {
 	char id[4] = {};
 
@@ -93,38 +93,41 @@ static __always_inline struct Qdisc *htb_leaf(struct Qdisc *root, __u32 classid)
 	struct hlist_node *n = BPF_CORE_READ(hash + h, first);
 	for (int i = 0; i < 8 && n; i++) {
 		struct Qdisc_class_common *c = container_of(n, struct Qdisc_class_common, hnode);
-		if (BPF_CORE_READ(c, classid) == classid) {
-			struct htb_class *cl = container_of(c, struct htb_class, common);
-			return BPF_CORE_READ(cl, leaf.q);
-		}
+		if (BPF_CORE_READ(c, classid) == classid)
+			return container_of(c, struct htb_class, common);
 		n = BPF_CORE_READ(n, next);
 	}
 	return 0;
 }
 
 /* Bytes queued in priority `prio`'s HTB leaf on the packet's device (root qdisc `root`): the
- * exact backlog of the leaf qdisc (counting enqueues and dequeues drifts on this kernel).
- * The leaf is looked up once and kept in the port's info; 0 when there is none. */
+ * exact backlog of the class's leaf qdisc (counting enqueues and dequeues drifts on this
+ * kernel). The class is looked up once and kept in the port's info; its leaf is read each
+ * time (a probe read: htb_class may be a module's type, which bpf_rdonly_cast cannot take). */
 static __always_inline __u32 class_backlog(struct Qdisc *root, struct rl_port_info *self, __u32 prio)
 {
 	__u32 p = prio & (RL_NUM_PRIO - 1);
+	struct htb_class *cl = 0;
 
 	if (!root)
 		return 0;
-	if (self && self->leaf_root == (__u64)root && self->leaf_qdisc[p]) {
-		__u64 leaf = self->leaf_qdisc[p];
-		return leaf == RL_NO_LEAF ? 0 : qdisc_at(leaf)->qstats.backlog;
-	}
-	struct Qdisc *leaf = htb_leaf(root, RL_CLASSID(p));
-	if (self) {
-		if (self->leaf_root != (__u64)root) {
-			for (int i = 0; i < RL_NUM_PRIO; i++)
-				self->leaf_qdisc[i] = 0;
-			self->leaf_root = (__u64)root;
+	if (self && self->leaf_root == (__u64)root)
+		cl = (struct htb_class *)self->leaf_class[p];
+	if (!cl) {
+		cl = htb_class_of(root, RL_CLASSID(p));
+		if (!cl)
+			return 0;
+		if (self) {
+			if (self->leaf_root != (__u64)root) {
+				for (int i = 0; i < RL_NUM_PRIO; i++)
+					self->leaf_class[i] = 0;
+				self->leaf_root = (__u64)root;
+			}
+			self->leaf_class[p] = (__u64)cl;
 		}
-		self->leaf_qdisc[p] = leaf ? (__u64)leaf : RL_NO_LEAF;
 	}
-	return leaf ? BPF_CORE_READ(leaf, qstats.backlog) : 0;
+	struct Qdisc *leaf = BPF_CORE_READ(cl, leaf.q);
+	return leaf ? qdisc_at((__u64)leaf)->qstats.backlog : 0;
 }
 
 /* The node's shared pool in use: every port's root qdisc backlog (HTB sums its classes

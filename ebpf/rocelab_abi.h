@@ -210,13 +210,13 @@ struct rl_port_info {
 	__u32 slow_quanta;    /* the pause time of the XOFF it is sending (emit_pfc reads it) */
 	__u32 mtu_limit;      /* mtu_mismatch: the other end's MTU; a longer IP packet leaving
 	                       * here is dropped (reason mtu), as that end would (0: none) */
-	/* Written by egress: each priority's HTB leaf qdisc under leaf_root (RL_NO_LEAF: the
-	 * port has no class for it), so a packet reads its queue's backlog in one load instead
-	 * of walking HTB's class hash. A pause changes a leaf in place; a new root clears them. */
+	/* Written by egress: each priority's HTB class under leaf_root (0: not found yet), so a
+	 * packet reads its queue's backlog through the class's current leaf in two loads instead
+	 * of walking HTB's class hash. The class, not its leaf qdisc: a qdisc grafted under the
+	 * class (set-up replaces HTB's default leaf) frees the old one. A new root clears them. */
 	__u64 leaf_root;
-	__u64 leaf_qdisc[8];
+	__u64 leaf_class[8];
 };
-#define RL_NO_LEAF 1ull
 
 /* Per port slot: its PFC headroom (DESIGN.md §2) and what its lossless queues may hold.
  * PFC is triggered by egress occupancy, so every other port of the node may still be
