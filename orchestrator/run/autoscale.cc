@@ -85,7 +85,7 @@ std::string machine_id() {
     const auto k = info->find("model name");
     if (k != std::string::npos) {
       const auto colon = info->find(':', k), eol = info->find('\n', k);
-      if (colon != std::string::npos && colon < eol) cpu = info->substr(colon + 2, eol - colon - 2);
+      if (colon != std::string::npos && colon + 2 <= eol) cpu = info->substr(colon + 2, eol - colon - 2);
     }
   }
   return fmt::format("{} / {} x {}", host, sysconf(_SC_NPROCESSORS_ONLN), cpu);
@@ -197,8 +197,6 @@ Result<Calibration> measure(const std::function<void(const std::string&)>& progr
   Calibration c;
   c.held_d = held;
   c.link_bps = l.link_bps / held;
-  c.machine = machine_id();
-  c.kernel = sys::kernel_info().release;
   c.measured_at = int64_t(std::time(nullptr));
   return c;
 }
@@ -237,8 +235,6 @@ std::optional<Calibration> cached(const json& cache) {
   c.held_d = e.value("held_d", 0.0);
   c.measured_at = e.value("measured_at", int64_t(0));
   if (!(c.link_bps > 0) || !std::isfinite(c.link_bps)) return std::nullopt;
-  c.machine = machine_id();
-  c.kernel = sys::kernel_info().release;
   c.cached = true;
   return c;
 }

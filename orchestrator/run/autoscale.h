@@ -23,8 +23,6 @@ namespace rocelab::run {
 struct Calibration {
   double link_bps = 0;
   double held_d = 0;        // the smallest D the calibration ring kept up at
-  std::string machine;      // hostname, CPU count and model
-  std::string kernel;       // uname -r
   int64_t measured_at = 0;  // unix seconds
   bool cached = false;      // read from the cache, not measured now
 };

@@ -52,6 +52,7 @@ class Builtin final : public Backend {
     auto id = shards_[s]->eng.add_endpoint({e.name, e.netns_fd, e.addr, e.line_bps, e.halted}, why);
     if (!id) return error(Errc::kEnvironment, why);
     eps_.push_back({s, *id});
+    shards_[s]->global_ep.push_back(eps_.size() - 1);  // the engine numbers its endpoints 0, 1, ...
     return eps_.size() - 1;
   }
   Result<size_t> add_qp(size_t ep, const QpSpec& q) override {
@@ -87,7 +88,7 @@ class Builtin final : public Backend {
   bool run(const std::function<bool()>& step, sys::Nanos deadline) override;
   QpCounters qp_counters(size_t qp) const override {
     auto r = shards_[qps_.at(qp).first]->eng.qp_report(qps_.at(qp).second);
-    r.endpoint = ep_of(qps_.at(qp).first, r.endpoint);
+    r.endpoint = shards_[qps_.at(qp).first]->global_ep.at(r.endpoint);
     return r;
   }
   EndpointCounters endpoint_counters(size_t ep) const override {
@@ -104,15 +105,11 @@ class Builtin final : public Backend {
     sys::Fd wake;          // an eventfd its thread waits on besides its sockets
     bool posted = false;   // the step gave it work: wake it after the step
     std::atomic<bool> told{false};  // it woke shard 0 for news since the last step
+    std::vector<size_t> global_ep;  // the engine's endpoint id -> the backend's
   };
   engine::RcQp& rc(size_t qp) { return shards_[qps_.at(qp).first]->eng.qp(qps_.at(qp).second); }
   const engine::RcQp& rc(size_t qp) const { return shards_[qps_.at(qp).first]->eng.qp(qps_.at(qp).second); }
   void posted(size_t qp) { shards_[qps_.at(qp).first]->posted = true; }
-  size_t ep_of(size_t shard, size_t local) const {
-    for (size_t i = 0; i < eps_.size(); ++i)
-      if (eps_[i] == std::pair{shard, local}) return i;
-    return local;
-  }
   static void poke(Shard& s) {
     const uint64_t one = 1;
     (void)!::write(s.wake.get(), &one, sizeof one);
