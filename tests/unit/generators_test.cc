@@ -34,7 +34,7 @@ TEST(LeafSpine, TwoByTwoByTwo) {
   // Routed prefixes: 8 loopbacks + 4 host /31s = 12, less what a node has itself.
   EXPECT_EQ(route_count(s, "spine1"), 11u);
   EXPECT_EQ(route_count(s, "leaf1"), 9u);   // own loopback, 2 connected host /31s
-  EXPECT_EQ(route_count(s, "host1"), 10u);  // own loopback, own /31
+  EXPECT_EQ(route_count(s, "host1"), 1u);   // the pool, to leaf1
   EXPECT_EQ(s.oversubscription(), 1.0);
 }
 
@@ -58,15 +58,34 @@ TEST(LeafSpine, RoutesWithLinksDownAvoidThemAndWithdrawWhatIsCutOff) {
   EXPECT_EQ(nexthops(t, "spine2", "198.18.1.8/31"), nexthops(s, "spine2", "198.18.1.8/31"));
   EXPECT_EQ(with({}).routes.size(), s.routes.size());
   EXPECT_EQ(nexthops(with({}), "leaf1", "198.18.1.12/31"), nexthops(s, "leaf1", "198.18.1.12/31"));
-  // host3's link down: its subnet is withdrawn everywhere, host3 has no routes left.
+  // host3's link down: its subnet is withdrawn everywhere (host1 still hands it to its leaf,
+  // which has no route left), host3 has no routes left.
   t = with({index_of(link_between(s, "host3", "leaf2"))});
   EXPECT_EQ(nexthops(t, "leaf1", "198.18.1.12/31"), S{});
-  EXPECT_EQ(nexthops(t, "host1", "198.18.1.12/31"), S{});
+  EXPECT_EQ(nexthops(t, "spine1", "198.18.1.12/31"), S{});
+  EXPECT_EQ(nexthops(t, "host1", "198.18.1.12/31"), (S{"198.18.1.9@nic0"}));
   EXPECT_EQ(route_count(t, "host3"), 0u);
-  // Both of leaf1's uplinks down: leaf1's hosts reach nothing beyond it.
+  // Both of leaf1's uplinks down: leaf1 reaches nothing beyond itself (host2's /31 on it is
+  // connected, no route), and its hosts still hand everything to it.
   t = with({up11, index_of(link_between(s, "leaf1", "spine2"))});
-  EXPECT_EQ(nexthops(t, "host1", "198.18.1.12/31"), S{});
+  EXPECT_EQ(nexthops(t, "leaf1", "198.18.1.12/31"), S{});
+  EXPECT_EQ(nexthops(t, "leaf1", "198.18.0.4/32"), S{}) << "leaf2's loopback";
   EXPECT_EQ(nexthops(t, "host1", "198.18.1.10/31"), (S{"198.18.1.9@nic0"})) << "host2, on the same leaf";
+}
+
+// A single-NIC host on a switch routes the whole pool to it, as a host's default route to
+// its ToR does; a host cabled to another host keeps per-destination routes.
+TEST(LeafSpine, SingleNicHostsRouteThePoolToTheirLeaf) {
+  auto s = must_load("scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n");
+  const auto& r = s.routes[*s.find_node("host1")].routes;
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(format_prefix(r.front().dst), format_prefix(s.pool));
+  EXPECT_EQ(nexthops(s, "host1", "198.18.1.12/31"), (S{"198.18.1.9@nic0"}));
+  EXPECT_EQ(nexthops(s, "leaf1", "198.18.1.12/31").size(), 2u) << "the leaf still holds the fabric's routes";
+  auto d = must_load(
+      "scale: 1000\nnodes: [{name: a, kind: host}, {name: b, kind: host}]\nlinks: [{endpoints: [a, b]}]\n");
+  EXPECT_EQ(route_count(d, "a"), 1u) << "b's loopback, not the pool";
+  EXPECT_NE(format_prefix(d.routes[*d.find_node("a")].routes.front().dst), format_prefix(d.pool));
 }
 
 TEST(LeafSpine, FourByEightByFour) {
@@ -78,7 +97,7 @@ TEST(LeafSpine, FourByEightByFour) {
   // 76 routed prefixes (44 loopbacks, 32 host /31s).
   EXPECT_EQ(route_count(s, "spine1"), 75u);
   EXPECT_EQ(route_count(s, "leaf1"), 71u);
-  EXPECT_EQ(route_count(s, "host1"), 74u);
+  EXPECT_EQ(route_count(s, "host1"), 1u);  // the pool, to leaf1
   // host32 (leaf8): reached from leaf1 over all four spines.
   const Link& h32 = link_between(s, "host32", "leaf8");
   EXPECT_EQ(nexthops(s, "leaf1", format_prefix(h32.subnet)).size(), 4u);

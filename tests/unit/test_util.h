@@ -41,10 +41,13 @@ inline std::set<std::string> nexthops(const model::Scenario& s, const std::strin
   std::set<std::string> out;
   auto i = s.find_node(node);
   if (!i) return {"<no node " + node + ">"};
+  // The kernel's answer: the longest prefix in the table that holds dst.
   auto want = model::parse_prefix(dst);
+  const model::Route* best = nullptr;
   for (const auto& r : s.routes[*i].routes)
-    if (want && r.dst == *want && r.table == table)
-      for (const auto& h : r.nexthops) out.insert(model::format_ipv4(h.via) + "@" + h.dev);
+    if (want && r.table == table && r.dst.contains(*want) && (!best || r.dst.len > best->dst.len)) best = &r;
+  if (best)
+    for (const auto& h : best->nexthops) out.insert(model::format_ipv4(h.via) + "@" + h.dev);
   return out;
 }
 
