@@ -19,12 +19,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "detach_programs: no interface %s here\n", argv[i]);
       return 1;
     }
-    for (auto hook : {rocelab::bpf::TcHook::kEgress, rocelab::bpf::TcHook::kIngress}) {
-      std::string why;
-      if (!rocelab::bpf::detach_tc(ifindex, hook, why)) {
-        std::fprintf(stderr, "detach_programs: %s: %s\n", argv[i], why.c_str());
-        return 1;
-      }
+    std::string why;
+    if (!rocelab::bpf::detach_port(ifindex, why)) {
+      std::fprintf(stderr, "detach_programs: %s: %s\n", argv[i], why.c_str());
+      return 1;
     }
   }
   return 0;

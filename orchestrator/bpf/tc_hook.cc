@@ -1,6 +1,13 @@
 #include "bpf/tc_hook.h"
 
+#include <arpa/inet.h>
 #include <bpf/libbpf.h>
+#include <linux/if_ether.h>
+#include <linux/netlink.h>
+#include <linux/pkt_cls.h>
+#include <linux/rtnetlink.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -33,21 +40,71 @@ bool attach_tc(int ifindex, TcHook hook, int prog_fd, std::string& why) {
   return true;
 }
 
+namespace {
+
+// The id of the BPF filter (handle 1, priority 1, every protocol) on shared block `block`
+// of the calling thread's namespace: RTM_GETTFILTER by block index, which libbpf lacks.
+uint32_t block_prog_id(uint32_t block, std::string& why) {
+  const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd < 0) {
+    why = err("netlink socket", errno);
+    return 0;
+  }
+  struct {
+    nlmsghdr h;
+    tcmsg t;
+  } req{};
+  req.h.nlmsg_len = sizeof req;
+  req.h.nlmsg_type = RTM_GETTFILTER;
+  req.h.nlmsg_flags = NLM_F_REQUEST;
+  req.t.tcm_family = AF_UNSPEC;
+  req.t.tcm_ifindex = int(TCM_IFINDEX_MAGIC_BLOCK);
+  req.t.tcm_block_index = block;
+  req.t.tcm_handle = 1;
+  req.t.tcm_info = TC_H_MAKE(1u << 16, htons(ETH_P_ALL));
+  alignas(nlmsghdr) char buf[8192];
+  uint32_t id = 0;
+  ssize_t n = send(fd, &req, sizeof req, 0) == ssize_t(sizeof req) ? recv(fd, buf, sizeof buf, 0) : -1;
+  if (n < 0) why = err("query tc block " + std::to_string(block), errno);
+  for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, size_t(n)); h = NLMSG_NEXT(h, n)) {
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      why = err("no rocelab program on tc block " + std::to_string(block), reinterpret_cast<nlmsgerr*>(NLMSG_DATA(h))->error);
+      break;
+    }
+    if (h->nlmsg_type != RTM_NEWTFILTER) continue;
+    int len = int(h->nlmsg_len) - int(NLMSG_LENGTH(sizeof(tcmsg)));
+    for (auto* a = reinterpret_cast<rtattr*>(reinterpret_cast<char*>(NLMSG_DATA(h)) + NLMSG_ALIGN(sizeof(tcmsg)));
+         RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+      if (a->rta_type != TCA_OPTIONS) continue;
+      int olen = int(RTA_PAYLOAD(a));
+      for (auto* o = reinterpret_cast<rtattr*>(RTA_DATA(a)); RTA_OK(o, olen); o = RTA_NEXT(o, olen))
+        if (o->rta_type == TCA_BPF_ID && RTA_PAYLOAD(o) >= sizeof(uint32_t)) std::memcpy(&id, RTA_DATA(o), sizeof id);
+    }
+    if (!id) why = "tc block " + std::to_string(block) + " holds no BPF program";
+    break;
+  }
+  close(fd);
+  return id;
+}
+
+}  // namespace
+
 uint32_t attached_tc(int ifindex, TcHook hook, std::string& why) {
   LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = point(hook));
   LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
-  if (int e = bpf_tc_query(&h, &opts); e) {
+  const int e = bpf_tc_query(&h, &opts);
+  if (e == -EOPNOTSUPP) return block_prog_id(hook == TcHook::kIngress ? kIngressBlock : kEgressBlock, why);
+  if (e) {
     why = err("no rocelab program on interface " + std::to_string(ifindex), e);
     return 0;
   }
   return opts.prog_id;
 }
 
-bool detach_tc(int ifindex, TcHook hook, std::string& why) {
-  LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = point(hook));
-  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
-  if (int e = bpf_tc_detach(&h, &opts); e) {
-    why = err(std::string("detach the ") + name(hook) + " program of interface " + std::to_string(ifindex), e);
+bool detach_port(int ifindex, std::string& why) {
+  LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = bpf_tc_attach_point(BPF_TC_INGRESS | BPF_TC_EGRESS));
+  if (int e = bpf_tc_hook_destroy(&h); e) {
+    why = err("remove the clsact of interface " + std::to_string(ifindex), e);
     return false;
   }
   return true;

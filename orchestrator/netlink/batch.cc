@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <linux/fib_rules.h>
+#include <linux/if_ether.h>
 #include <linux/pkt_sched.h>
 #include <linux/netlink.h>
 #include <linux/nexthop.h>
@@ -402,6 +403,43 @@ int append_to_options(nl_msg* msg, int type, uint32_t value) {
 }
 
 }  // namespace
+
+void Batch::add_shared_clsact(int ifindex, uint32_t ingress_block, uint32_t egress_block) {
+  const std::string what = "interface " + std::to_string(ifindex) + ": clsact on shared blocks";
+  nl_msg* m = nlmsg_alloc_simple(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_EXCL);
+  if (!m) return queue(nullptr, -NLE_NOMEM, what);
+  tcmsg t{};
+  t.tcm_family = AF_UNSPEC;
+  t.tcm_ifindex = ifindex;
+  t.tcm_parent = TC_H_CLSACT;
+  t.tcm_handle = TC_H_MAKE(TC_H_CLSACT, 0);
+  int e = nlmsg_append(m, &t, sizeof t, NLMSG_ALIGNTO);
+  if (e >= 0) e = nla_put_string(m, TCA_KIND, "clsact");
+  if (e >= 0) e = nla_put_u32(m, TCA_INGRESS_BLOCK, ingress_block);
+  if (e >= 0) e = nla_put_u32(m, TCA_EGRESS_BLOCK, egress_block);
+  queue(m, e, what);
+}
+
+void Batch::add_block_bpf(uint32_t block, int prog_fd, const std::string& name) {
+  const std::string what = "BPF program " + name + " on tc block " + std::to_string(block);
+  nl_msg* m = nlmsg_alloc_simple(RTM_NEWTFILTER, NLM_F_CREATE | NLM_F_EXCL);
+  if (!m) return queue(nullptr, -NLE_NOMEM, what);
+  tcmsg t{};
+  t.tcm_family = AF_UNSPEC;
+  t.tcm_ifindex = int(TCM_IFINDEX_MAGIC_BLOCK);
+  t.tcm_block_index = block;
+  t.tcm_handle = 1;
+  t.tcm_info = TC_H_MAKE(1u << 16, htons(ETH_P_ALL));
+  int e = nlmsg_append(m, &t, sizeof t, NLMSG_ALIGNTO);
+  if (e >= 0) e = nla_put_string(m, TCA_KIND, "bpf");
+  nlattr* opts = e >= 0 ? nla_nest_start(m, TCA_OPTIONS) : nullptr;
+  if (e >= 0 && !opts) e = -NLE_NOMEM;
+  if (e >= 0) e = nla_put_u32(m, TCA_BPF_FD, uint32_t(prog_fd));
+  if (e >= 0) e = nla_put_string(m, TCA_BPF_NAME, name.c_str());
+  if (e >= 0) e = nla_put_u32(m, TCA_BPF_FLAGS, TCA_BPF_FLAG_ACT_DIRECT);
+  if (e >= 0) e = nla_nest_end(m, opts);
+  queue(m, e, what);
+}
 
 void Batch::set_pause(const PauseSpec& p) {
   std::unique_ptr<rtnl_qdisc, Deleter<rtnl_qdisc, rtnl_qdisc_put>> q(rtnl_qdisc_alloc());

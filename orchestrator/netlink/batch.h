@@ -109,6 +109,14 @@ class Batch {
   void delete_rule(const RuleSpec& r);  // one that is gone already is not an error
   void add_scheduler(const SchedulerSpec& s);
   void set_pause(const PauseSpec& p);
+  // A clsact qdisc whose ingress and egress filter blocks are the namespace's shared blocks
+  // `ingress_block` and `egress_block` (made by the first port that names them), and a
+  // direct-action BPF filter (handle 1, priority 1, every protocol: what libbpf's
+  // bpf_tc_attach makes, so bpf_tc_query finds it through any port) on such a block. Ports
+  // of one node share two blocks instead of holding two each: every tc block on a device
+  // without offload joins one machine-wide list that each new block scans.
+  void add_shared_clsact(int ifindex, uint32_t ingress_block, uint32_t egress_block);
+  void add_block_bpf(uint32_t block, int prog_fd, const std::string& name);
   size_t size() const { return pending_.size(); }
 
   // Sends every queued request and waits for all their acks. The first failure (in request
