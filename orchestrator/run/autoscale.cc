@@ -323,9 +323,9 @@ Result<ScaleChoice> choose_scale(const model::Scenario& s, const fabric::KernelP
     if (raw > d_max)
       return error(Errc::kEnvironment,
                    fmt::format("scale: auto: this machine carries {} (calibrated), and this scenario's busiest moment "
-                               "({}) needs D = {:.0f} to fit in half of it, past the largest D its slowest link "
+                               "({}) needs D = {:.0f} to fit in {:.0f} % of it, past the largest D its slowest link "
                                "allows ({:.0f}: {} emulated at least): set a smaller load or faster links",
-                               model::human_rate(c.link_bps), ch.busiest, raw, d_max,
+                               model::human_rate(c.link_bps), ch.busiest, raw, kAutoMargin * 100, d_max,
                                model::format_rate(model::kEmulatedRateMin)));
     ch.d = std::floor(d_max);
   }

@@ -28,8 +28,9 @@ struct Calibration {
 };
 
 // At most this share of what the calibration kept up with: it found the edge once, and a
-// run must hold 10 times of 10, with other scenarios' burstier moments.
-inline constexpr double kAutoMargin = 0.6;
+// run must hold 10 times of 10, with other scenarios' burstier moments (at 0.6, 93 runs of
+// 95 across the reference scenarios held: loss-recovery and node-crash each fell behind once).
+inline constexpr double kAutoMargin = 0.5;
 
 struct ScaleChoice {
   double d = 0;

@@ -49,14 +49,15 @@ TEST(AutoScale, LoadsAsAutoAndRescaleSettlesIt) {
 TEST(AutoScale, SendersAtLineRateTimesTheLinksTheyCross) {
   const auto s = must_load(one_leaf("auto", kIncast));
   // Three senders at 100G, two links each: 600 Gbit/s x links. A machine that keeps up with
-  // 10 Gbit/s x links may use 60 % of it: 600G / 6G = D 100, a step of the series.
+  // 10 Gbit/s x links may use half of it: 600G / 5G = D 120, rounded up to the next step, 150.
   const auto ch = choose(s, 10e9);
   EXPECT_DOUBLE_EQ(ch.peak_bps, 300e9);
   EXPECT_DOUBLE_EQ(ch.peak_link_bps, 600e9);
-  EXPECT_DOUBLE_EQ(ch.d, 100);
+  EXPECT_DOUBLE_EQ(ch.d, 150);
   EXPECT_EQ(ch.busiest, "in");
-  // A slower machine: 600G / (7e9 x 0.6) = 142.9, rounded up to the next step, 150.
-  EXPECT_DOUBLE_EQ(choose(s, 7e9).d, 150);
+  // A slower machine: 600G / (7e9 x 0.5) = 171.4 -> 200; a faster one: 600G / (24e9 x 0.5) = 50.
+  EXPECT_DOUBLE_EQ(choose(s, 7e9).d, 200);
+  EXPECT_DOUBLE_EQ(choose(s, 24e9).d, 50);
 }
 
 TEST(AutoScale, OverlappingWorkloadsAddUpAndLaterOnesDoNot) {
@@ -85,7 +86,7 @@ TEST(AutoScale, TooSlowLinksForTheLoadAreAnErrorThatSaysWhy) {
 TEST(AutoScale, NoWorkloadStillCoversTheFastestLink) {
   const std::string fabric = "fabric: {type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 2, uplink_rate: 100G}\n";
   const auto lossy = must_load("name: a\nscale: auto\ndefaults: {rate: 100G}\nqos: {profile: lossy}\n" + fabric);
-  // 100G / (10G x 0.6) = 16.7 -> 20.
+  // 100G / (10G x 0.5) = 20, a step.
   const auto ch = choose(lossy, 10e9);
   EXPECT_DOUBLE_EQ(ch.d, 20);
   EXPECT_EQ(ch.why.find("headroom"), std::string::npos) << ch.why;
