@@ -367,7 +367,7 @@ int cmd_up(const po::variables_map& vm, const Globals& g) {
   fabric::UpOptions o;
   o.metrics_port = *port;
   o.scenario_path = vm["scenario"].as<std::string>();
-  o.scenario_record = run::resolved_json(*s).dump();  // `inject` attaches with it
+  o.scenario_record = run::resolved_json(*s, false).dump();  // `inject` attaches with it (and recomputes what is derived)
   o.cancel = &g_cancel;
   o.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
   auto t = fabric::LocalTestbed::up(*s, o);

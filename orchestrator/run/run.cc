@@ -130,7 +130,7 @@ Status up_phase(RunContext& c) {
   uo.scenario_path = c.opts.scenario_path;
   uo.cancel = c.opts.cancel;
   uo.metrics_port = c.opts.metrics_port;
-  uo.scenario_record = resolved_json(c.s).dump();  // `top` and `inject` attach with it
+  uo.scenario_record = resolved_json(c.s, false).dump();  // `top` and `inject` attach with it (and recompute what is derived)
   uo.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
   auto t = fabric::LocalTestbed::up(c.s, uo);
   if (!t) return error(t.error().code == make_error_code(Errc::kBadInput) ? Errc::kBadInput : Errc::kEnvironment,
