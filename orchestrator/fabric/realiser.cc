@@ -421,7 +421,7 @@ bool Fabric::configure_node(size_t x, std::string& why) {
   // The port programs: in a node's own namespace on two tc blocks all its ports share (a
   // k = 16 fat-tree's switches hold 9,600 fewer blocks: see Batch::add_shared_clsact); in
   // the machine's own namespace, whose blocks are not ours to number, port by port.
-  if (!np.in_init) {
+  if (!np.in_init && !np.ports.empty()) {  // a node without links has no block to hold them
     for (const PortPlan& p : np.ports) b.add_shared_clsact(p.ifindex, bpf::kIngressBlock, bpf::kEgressBlock);
     b.add_block_bpf(bpf::kIngressBlock, progs_->ingress_fd(), "rl_ingress");
     b.add_block_bpf(bpf::kEgressBlock, progs_->egress_fd(), "rl_egress");

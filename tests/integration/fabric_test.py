@@ -198,6 +198,27 @@ class Fabric(unittest.TestCase):
     def test_fat_tree_k4(self):
         self.check_topology("{type: fat-tree, k: 4}", 16)
 
+    def test_a_nodes_ports_share_two_tc_blocks_and_a_node_without_links_comes_up(self):
+        # One ingress and one egress clsact block a namespace, holding the programs once (the
+        # kernel scans a machine-wide list of blocks for each new one); a node with no port
+        # has no block, and is no error.
+        path = self.scenario("nodes:\n  - {name: s, kind: switch}\n  - {name: lone, kind: switch}\n"
+                             "  - {name: h1, kind: host}\n  - {name: h2, kind: host}\n"
+                             "links:\n  - {endpoints: [h1, s]}\n  - {endpoints: [h2, s]}\n")
+        self.up(path)
+        ns = f"rl-{self.instance}.s"
+        qdiscs = json.loads(subprocess.run(["ip", "netns", "exec", ns, "tc", "-j", "qdisc", "show"],
+                                           capture_output=True, text=True, check=True).stdout)
+        clsact = {q["dev"]: (q.get("ingress_block"), q.get("egress_block")) for q in qdiscs if q["kind"] == "clsact"}
+        self.assertEqual(clsact, {"h1": (1, 2), "h2": (1, 2)})
+        for block, prog in ((1, "rl_ingress"), (2, "rl_egress")):
+            out = subprocess.run(["ip", "netns", "exec", ns, "tc", "filter", "show", "block", str(block)],
+                                 capture_output=True, text=True, check=True).stdout
+            self.assertEqual(out.count(f"name {prog} "), 1, out)
+        failed, pairs = ping_all(self.instance, host_nics(resolved(path)))
+        self.assertEqual(failed, [], f"{len(failed)} of {pairs} pairs unreachable")
+        self.down_leaves_nothing()
+
     def flow_map(self, path, flows=64):
         """Which spine carries each of `flows` UDP flows from host1 to host2."""
         self.up(path)
