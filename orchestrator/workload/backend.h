@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "model/scenario.h"
 #include "sys/clock.h"
+#include "sys/host_info.h"
 #include "sys/error.h"
 #include "sys/registry.h"
 
@@ -65,6 +66,9 @@ class Backend {
   virtual EndpointCounters endpoint_counters(size_t endpoint) const = 0;
   virtual size_t qp_count() const = 0;
   virtual const sys::Clock& clock() const = 0;
+  // What each engine thread of the last run() spent on a CPU and waiting for one (schedstat
+  // deltas; empty when the backend has no threads of its own to account: the caller's is it).
+  virtual std::vector<sys::ThreadCpu> run_cpu() const { return {}; }
 };
 
 struct BackendKind {

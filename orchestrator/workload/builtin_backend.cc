@@ -115,6 +115,7 @@ class Builtin final : public Backend {
     (void)!::write(s.wake.get(), &one, sizeof one);
   }
   void serve(size_t i, const std::function<bool()>& step, sys::Nanos deadline, std::atomic<int>& outcome);
+  std::vector<sys::ThreadCpu> run_cpu() const override { return run_cpu_; }
 
   sys::MonotonicClock clock_;  // declared before the engines, which keep a reference
   engine::DcqcnParams dcqcn_;
@@ -122,7 +123,18 @@ class Builtin final : public Backend {
   std::atomic<bool> stepping_{false};  // shard 0 wants every lock for the step
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<std::pair<size_t, size_t>> eps_, qps_;  // backend id -> (shard, the engine's id)
+  std::vector<sys::ThreadCpu> run_cpu_;  // per shard's thread, over the last run()
 };
+
+// A thread's CPU accounting across `body`, written to `out` (left zero where schedstat is missing).
+template <class F>
+auto accounted(sys::ThreadCpu& out, F&& body) {
+  const auto c0 = sys::thread_cpu();
+  auto r = body();
+  if (const auto c1 = sys::thread_cpu(); c0 && c1)
+    out = {c1->on_cpu_ns - c0->on_cpu_ns, c1->waiting_ns - c0->waiting_ns};
+  return r;
+}
 
 // One shard's thread: turns until the step says done (shard 0 runs it), the deadline passes,
 // or another shard ended the run (outcome set: 1 done, 0 deadline).
@@ -189,15 +201,14 @@ void Builtin::serve(size_t i, const std::function<bool()>& step, sys::Nanos dead
 }
 
 bool Builtin::run(const std::function<bool()>& step, sys::Nanos deadline) {
-  if (shards_.size() <= 1) {
-    if (shards_.empty()) shards_.push_back(std::make_unique<Shard>(dcqcn_, clock_));
-    return shards_[0]->eng.run(step, deadline);
-  }
+  if (shards_.empty()) shards_.push_back(std::make_unique<Shard>(dcqcn_, clock_));
+  run_cpu_.assign(shards_.size(), {});
+  if (shards_.size() == 1) return accounted(run_cpu_[0], [&] { return shards_[0]->eng.run(step, deadline); });
   std::atomic<int> outcome{-1};
   std::vector<std::thread> others;
   for (size_t i = 1; i < shards_.size(); ++i)
-    others.emplace_back([&, i] { serve(i, step, deadline, outcome); });
-  serve(0, step, deadline, outcome);
+    others.emplace_back([&, i] { accounted(run_cpu_[i], [&] { return serve(i, step, deadline, outcome), 0; }); });
+  accounted(run_cpu_[0], [&] { return serve(0, step, deadline, outcome), 0; });
   for (auto& t : others) t.join();
 
   return outcome.load() == 1;

@@ -593,9 +593,16 @@ Result<WorkloadRun> Session::run() {
   WorkloadRun out;
   out.seconds = double(t_end - t0_) / 1e9;
   out.t0_ns = t0_;
-  if (cpu0 && cpu1 && t_end > t0_) {
-    out.engine_cpu_busy = double(cpu1->on_cpu_ns - cpu0->on_cpu_ns) / double(t_end - t0_);
-    out.engine_cpu_waiting = double(cpu1->waiting_ns - cpu0->waiting_ns) / double(t_end - t0_);
+  // With several engine threads, the one that waited longest for a CPU: its hosts fall
+  // behind first (the others' shares would hide it in a sum or a mean).
+  std::vector<sys::ThreadCpu> threads = b_.run_cpu();
+  if (threads.empty() && cpu0 && cpu1) threads.push_back({cpu1->on_cpu_ns - cpu0->on_cpu_ns, cpu1->waiting_ns - cpu0->waiting_ns});
+  if (!threads.empty() && t_end > t0_) {
+    const auto worst = std::max_element(threads.begin(), threads.end(),
+                                        [](const auto& a, const auto& b) { return a.waiting_ns < b.waiting_ns; });
+    out.engine_cpu_busy = double(worst->on_cpu_ns) / double(t_end - t0_);
+    out.engine_cpu_waiting = double(worst->waiting_ns) / double(t_end - t0_);
+    out.engine_threads = threads.size();
   }
   if (steal0 && steal1 && t_end > t0_ && steal1->steal_ns >= steal0->steal_ns)
     out.machine_steal = double(steal1->steal_ns - steal0->steal_ns) / (double(t_end - t0_) * steal1->cpus);

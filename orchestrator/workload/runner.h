@@ -78,7 +78,8 @@ struct WorkloadRun {
   std::string worst_paced_nic;    // its NIC, NODE:IF
   // The engine thread's share of the traffic phase on a CPU and runnable without one (other
   // work on the machine took it); negative when the kernel keeps no schedstat.
-  double engine_cpu_busy = -1, engine_cpu_waiting = -1;
+  double engine_cpu_busy = -1, engine_cpu_waiting = -1;  // the engine thread that waited most
+  size_t engine_threads = 0;
   // The share of the machine's CPU time its hypervisor gave to others during the phase
   // (steal); negative when unknown. A VM's noisy neighbour slows the softirq data plane and
   // the agent as well as the engine.

@@ -245,6 +245,11 @@ class EngineThreads(InTempDir):
             flows = res["workloads"]["flows"]
             self.assertTrue(all(fl["digest_ok"] and not fl["failed"] for fl in flows), flows)
             delivered[threads] = sorted((fl["workload"], fl["from"], fl["to"], fl["bytes"]) for fl in flows)
+            # Every engine thread accounted: the CPU figures are the thread that waited most,
+            # a share of the traffic phase each.
+            eng = res["workloads"]["engine"]
+            self.assertEqual(eng["engine_threads"], threads, eng)
+            self.assertTrue(0 < eng["engine_cpu_busy"] <= 1.05 and 0 <= eng["engine_cpu_waiting"] <= 1.05, eng)
         self.assertEqual(delivered[1], delivered[2])
         self.assertEqual(delivered[1], delivered[3])
         self.assertEqual(len(delivered[1]), 4)
