@@ -121,7 +121,12 @@ bool replay(const LogEntries& e, const std::string& instance, DownReport& rep, s
   for (const auto& [pid, start] : e.procs)
     if (!sys::stop_process(pid, start, 1000, why, {"agent", "--instance", instance})) ok = false;
   rep.agent_seconds = since(t0);
-  for (auto it = e.netns.rbegin(); it != e.netns.rend(); ++it) {
+  // In the order they were made: the kernel frees a batch of namespaces newest first, and
+  // each tc block it unbinds is looked up in a machine-wide list that holds the newest
+  // first, so the lookups stay short. (Removed newest first, the oldest blocks went first,
+  // each a scan of the whole list: after a k = 16 fabric's `down` the next `up` waited for
+  // the kernel's cleanup 3.1-9.3 s, median 8.0, against 3.0-7.1, median 3.3, now.)
+  for (auto it = e.netns.begin(); it != e.netns.end(); ++it) {
     if (it->first.empty()) continue;  // a host's NICs in the init namespace: they go with their switches' ends
     if (!owned_name(it->first, prefix)) {
       why = "state file names '" + it->first + "', not a namespace of instance " + instance + ": left alone";
