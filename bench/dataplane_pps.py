@@ -5,7 +5,8 @@ same path with the same qdiscs and no programs, in one run, as a ratio.
 Path: h1 - sw1 - sw2 - h2, links at 100 Gbit/s emulated (D = 1), so the CPU, not the
 shaper, is the limit. udp_blast sends 1024-byte datagrams with sendmmsg (batches of 32)
 for SECONDS and the receiver counts what arrives. Rounds alternate the two setups on fresh
-fabrics: with programs, then without (the bench detaches the programs; HTB stays).
+fabrics: with programs, then without (the bench removes each port's clsact and with it the
+programs; HTB stays).
 
 Usage (root):  bench/dataplane_pps.py [--rocelab build/rocelab] [--rounds 3] [--seconds 3]
 """

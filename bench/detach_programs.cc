@@ -1,6 +1,7 @@
 // Removes rocelab's port programs from the named interfaces of the calling network namespace
-// (run under `ip netns exec`): the no-program baseline of bench/dataplane_pps.py, through the
-// same hook code that attached them.
+// (run under `ip netns exec`): the no-program baseline of bench/dataplane_pps.py. A port's
+// clsact goes with them (its programs sit on the node's shared blocks), so the baseline has
+// no tc hook at all.
 #include <net/if.h>
 
 #include <cstdio>
