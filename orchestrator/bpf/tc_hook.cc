@@ -42,9 +42,10 @@ bool attach_tc(int ifindex, TcHook hook, int prog_fd, std::string& why) {
 
 namespace {
 
-// The id of the BPF filter (handle 1, priority 1, every protocol) on shared block `block`
-// of the calling thread's namespace: RTM_GETTFILTER by block index, which libbpf lacks.
-uint32_t block_prog_id(uint32_t block, std::string& why) {
+// rocelab's BPF filter (handle 1, priority 1, every protocol) on shared block `block` of the
+// calling thread's namespace, by block index, which libbpf cannot name: RTM_GETTFILTER
+// returns its program id, RTM_DELTFILTER removes it (returning 1). 0 and `why` on failure.
+uint32_t block_filter(uint16_t type, uint32_t block, std::string& why) {
   const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd < 0) {
     why = err("netlink socket", errno);
@@ -55,8 +56,8 @@ uint32_t block_prog_id(uint32_t block, std::string& why) {
     tcmsg t;
   } req{};
   req.h.nlmsg_len = sizeof req;
-  req.h.nlmsg_type = RTM_GETTFILTER;
-  req.h.nlmsg_flags = NLM_F_REQUEST;
+  req.h.nlmsg_type = type;
+  req.h.nlmsg_flags = NLM_F_REQUEST | (type == RTM_DELTFILTER ? NLM_F_ACK : 0);
   req.t.tcm_family = AF_UNSPEC;
   req.t.tcm_ifindex = int(TCM_IFINDEX_MAGIC_BLOCK);
   req.t.tcm_block_index = block;
@@ -65,10 +66,12 @@ uint32_t block_prog_id(uint32_t block, std::string& why) {
   alignas(nlmsghdr) char buf[8192];
   uint32_t id = 0;
   ssize_t n = send(fd, &req, sizeof req, 0) == ssize_t(sizeof req) ? recv(fd, buf, sizeof buf, 0) : -1;
-  if (n < 0) why = err("query tc block " + std::to_string(block), errno);
+  if (n < 0) why = err("tc block " + std::to_string(block), errno);
   for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, size_t(n)); h = NLMSG_NEXT(h, n)) {
     if (h->nlmsg_type == NLMSG_ERROR) {
-      why = err("no rocelab program on tc block " + std::to_string(block), reinterpret_cast<nlmsgerr*>(NLMSG_DATA(h))->error);
+      const int e = reinterpret_cast<nlmsgerr*>(NLMSG_DATA(h))->error;
+      if (e) why = err("no rocelab program on tc block " + std::to_string(block), e);
+      else id = 1;  // the delete's acknowledgement
       break;
     }
     if (h->nlmsg_type != RTM_NEWTFILTER) continue;
@@ -93,7 +96,7 @@ uint32_t attached_tc(int ifindex, TcHook hook, std::string& why) {
   LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = point(hook));
   LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
   const int e = bpf_tc_query(&h, &opts);
-  if (e == -EOPNOTSUPP) return block_prog_id(hook == TcHook::kIngress ? kIngressBlock : kEgressBlock, why);
+  if (e == -EOPNOTSUPP) return block_filter(RTM_GETTFILTER, hook == TcHook::kIngress ? kIngressBlock : kEgressBlock, why);
   if (e) {
     why = err("no rocelab program on interface " + std::to_string(ifindex), e);
     return 0;
@@ -108,6 +111,10 @@ bool detach_port(int ifindex, std::string& why) {
     return false;
   }
   return true;
+}
+
+bool detach_node(std::string& why) {
+  return block_filter(RTM_DELTFILTER, kIngressBlock, why) && block_filter(RTM_DELTFILTER, kEgressBlock, why);
 }
 
 }  // namespace rocelab::bpf

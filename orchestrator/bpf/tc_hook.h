@@ -36,4 +36,8 @@ uint32_t attached_tc(int ifindex, TcHook hook, std::string& why);
 // block's filter stays for the node's other ports): the benches' no-program baseline.
 bool detach_port(int ifindex, std::string& why);
 
+// Removes both programs from the calling thread's namespace's shared blocks: every port of
+// that node keeps its clsact, with no filter on it.
+bool detach_node(std::string& why);
+
 }  // namespace rocelab::bpf
