@@ -42,10 +42,13 @@ bool attach_tc(int ifindex, TcHook hook, int prog_fd, std::string& why) {
 
 namespace {
 
-// rocelab's BPF filter (handle 1, priority 1, every protocol) on shared block `block` of the
-// calling thread's namespace, by block index, which libbpf cannot name: RTM_GETTFILTER
-// returns its program id, RTM_DELTFILTER removes it (returning 1). 0 and `why` on failure.
-uint32_t block_filter(uint16_t type, uint32_t block, std::string& why) {
+// rocelab's BPF filter (handle 1, priority 1, every protocol) on a port's own hook
+// (`ifindex`, its clsact `parent`) or on a shared block (TCM_IFINDEX_MAGIC_BLOCK, the block
+// index as `parent`), in the calling thread's namespace, by raw netlink: libbpf cannot name
+// a block, and its query of a port on a shared block logs the kernel's refusal as a
+// warning. RTM_GETTFILTER returns the program id, RTM_DELTFILTER 1; 0 with `why` and
+// `error` (the kernel's errno) on failure.
+uint32_t tc_filter(uint16_t type, int ifindex, uint32_t parent, std::string& why, int* error = nullptr) {
   const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd < 0) {
     why = err("netlink socket", errno);
@@ -59,19 +62,25 @@ uint32_t block_filter(uint16_t type, uint32_t block, std::string& why) {
   req.h.nlmsg_type = type;
   req.h.nlmsg_flags = NLM_F_REQUEST | (type == RTM_DELTFILTER ? NLM_F_ACK : 0);
   req.t.tcm_family = AF_UNSPEC;
-  req.t.tcm_ifindex = int(TCM_IFINDEX_MAGIC_BLOCK);
-  req.t.tcm_block_index = block;
+  req.t.tcm_ifindex = ifindex;
+  req.t.tcm_parent = parent;  // tcm_block_index for a block
   req.t.tcm_handle = 1;
   req.t.tcm_info = TC_H_MAKE(1u << 16, htons(ETH_P_ALL));
+  const std::string where = ifindex == int(TCM_IFINDEX_MAGIC_BLOCK) ? "tc block " + std::to_string(parent)
+                                                                     : "interface " + std::to_string(ifindex);
   alignas(nlmsghdr) char buf[8192];
   uint32_t id = 0;
   ssize_t n = send(fd, &req, sizeof req, 0) == ssize_t(sizeof req) ? recv(fd, buf, sizeof buf, 0) : -1;
-  if (n < 0) why = err("tc block " + std::to_string(block), errno);
+  if (n < 0) why = err(where, errno);
   for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, size_t(n)); h = NLMSG_NEXT(h, n)) {
     if (h->nlmsg_type == NLMSG_ERROR) {
       const int e = reinterpret_cast<nlmsgerr*>(NLMSG_DATA(h))->error;
-      if (e) why = err("no rocelab program on tc block " + std::to_string(block), e);
-      else id = 1;  // the delete's acknowledgement
+      if (e) {
+        why = err("no rocelab program on " + where, e);
+        if (error) *error = e;
+      } else {
+        id = 1;  // the delete's acknowledgement
+      }
       break;
     }
     if (h->nlmsg_type != RTM_NEWTFILTER) continue;
@@ -83,7 +92,7 @@ uint32_t block_filter(uint16_t type, uint32_t block, std::string& why) {
       for (auto* o = reinterpret_cast<rtattr*>(RTA_DATA(a)); RTA_OK(o, olen); o = RTA_NEXT(o, olen))
         if (o->rta_type == TCA_BPF_ID && RTA_PAYLOAD(o) >= sizeof(uint32_t)) std::memcpy(&id, RTA_DATA(o), sizeof id);
     }
-    if (!id) why = "tc block " + std::to_string(block) + " holds no BPF program";
+    if (!id) why = where + " holds no BPF program";
     break;
   }
   close(fd);
@@ -93,15 +102,11 @@ uint32_t block_filter(uint16_t type, uint32_t block, std::string& why) {
 }  // namespace
 
 uint32_t attached_tc(int ifindex, TcHook hook, std::string& why) {
-  LIBBPF_OPTS(bpf_tc_hook, h, .ifindex = ifindex, .attach_point = point(hook));
-  LIBBPF_OPTS(bpf_tc_opts, opts, .handle = 1, .priority = 1);
-  const int e = bpf_tc_query(&h, &opts);
-  if (e == -EOPNOTSUPP) return block_filter(RTM_GETTFILTER, hook == TcHook::kIngress ? kIngressBlock : kEgressBlock, why);
-  if (e) {
-    why = err("no rocelab program on interface " + std::to_string(ifindex), e);
-    return 0;
-  }
-  return opts.prog_id;
+  const bool in = hook == TcHook::kIngress;
+  int e = 0;
+  const uint32_t id = tc_filter(RTM_GETTFILTER, ifindex, TC_H_MAKE(TC_H_CLSACT, in ? TC_H_MIN_INGRESS : TC_H_MIN_EGRESS), why, &e);
+  if (e != -EOPNOTSUPP) return id;  // the kernel refuses per-device requests on a shared block
+  return tc_filter(RTM_GETTFILTER, int(TCM_IFINDEX_MAGIC_BLOCK), in ? kIngressBlock : kEgressBlock, why);
 }
 
 bool detach_port(int ifindex, std::string& why) {
@@ -114,7 +119,8 @@ bool detach_port(int ifindex, std::string& why) {
 }
 
 bool detach_node(std::string& why) {
-  return block_filter(RTM_DELTFILTER, kIngressBlock, why) && block_filter(RTM_DELTFILTER, kEgressBlock, why);
+  const int block = int(TCM_IFINDEX_MAGIC_BLOCK);
+  return tc_filter(RTM_DELTFILTER, block, kIngressBlock, why) && tc_filter(RTM_DELTFILTER, block, kEgressBlock, why);
 }
 
 }  // namespace rocelab::bpf
