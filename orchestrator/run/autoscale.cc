@@ -188,10 +188,12 @@ Result<Calibration> measure(const std::function<void(const std::string&)>& progr
                                                       fmt::format("{:g}", kCalibrationCeilingD) + " (" + last + ")");
   // The edge once more: a trial that held by luck would make every later choice too bold.
   // If it falls behind now, the next step up is what this machine holds.
-  if (auto again = trial(s, held); again && !again->held) {
+  auto again = trial(s, held);
+  if (!again) return error(Errc::kEnvironment, "calibration: D = " + fmt::format("{:g}", held) + ": " + again.error().what);
+  if (!again->held) {
     say(fmt::format("calibration: D = {:g} fell behind on a second trial ({}); taking the next step up", held, again->why));
     held = step_at_least(held * 1.01);
-  } else if (again) {
+  } else {
     say(fmt::format("calibration: D = {:g} kept up again", held));
   }
   // What held, in the load model's own terms.

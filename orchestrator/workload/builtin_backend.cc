@@ -126,14 +126,12 @@ class Builtin final : public Backend {
   std::vector<sys::ThreadCpu> run_cpu_;  // per shard's thread, over the last run()
 };
 
-// A thread's CPU accounting across `body`, written to `out` (left zero where schedstat is missing).
-template <class F>
-auto accounted(sys::ThreadCpu& out, F&& body) {
+// The calling thread's CPU accounting across `body`, written to `out` (left zero where the
+// kernel keeps no schedstat).
+void accounted(sys::ThreadCpu& out, const std::function<void()>& body) {
   const auto c0 = sys::thread_cpu();
-  auto r = body();
-  if (const auto c1 = sys::thread_cpu(); c0 && c1)
-    out = {c1->on_cpu_ns - c0->on_cpu_ns, c1->waiting_ns - c0->waiting_ns};
-  return r;
+  body();
+  if (const auto c1 = sys::thread_cpu(); c0 && c1) out = {c1->on_cpu_ns - c0->on_cpu_ns, c1->waiting_ns - c0->waiting_ns};
 }
 
 // One shard's thread: turns until the step says done (shard 0 runs it), the deadline passes,
@@ -203,12 +201,16 @@ void Builtin::serve(size_t i, const std::function<bool()>& step, sys::Nanos dead
 bool Builtin::run(const std::function<bool()>& step, sys::Nanos deadline) {
   if (shards_.empty()) shards_.push_back(std::make_unique<Shard>(dcqcn_, clock_));
   run_cpu_.assign(shards_.size(), {});
-  if (shards_.size() == 1) return accounted(run_cpu_[0], [&] { return shards_[0]->eng.run(step, deadline); });
+  if (shards_.size() == 1) {
+    bool done = false;
+    accounted(run_cpu_[0], [&] { done = shards_[0]->eng.run(step, deadline); });
+    return done;
+  }
   std::atomic<int> outcome{-1};
   std::vector<std::thread> others;
   for (size_t i = 1; i < shards_.size(); ++i)
-    others.emplace_back([&, i] { accounted(run_cpu_[i], [&] { return serve(i, step, deadline, outcome), 0; }); });
-  accounted(run_cpu_[0], [&] { return serve(0, step, deadline, outcome), 0; });
+    others.emplace_back([&, i] { accounted(run_cpu_[i], [&] { serve(i, step, deadline, outcome); }); });
+  accounted(run_cpu_[0], [&] { serve(0, step, deadline, outcome); });
   for (auto& t : others) t.join();
 
   return outcome.load() == 1;
