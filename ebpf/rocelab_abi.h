@@ -26,6 +26,10 @@ struct rl_probe_stats {
 /* Every testbed port has ifindex RL_FIRST_PORT_IFINDEX + slot, unique across the fabric,
  * so one loaded program serves all ports. (fabric/kernel_plan.h: kFirstPortIfindex.) */
 #define RL_FIRST_PORT_IFINDEX 1000
+/* A delayed link's two devices in the fabric's wire namespace (wire.bpf.c): link i's
+ * toward its a end is RL_WIRE_FIRST_IFINDEX + 2i, toward its b end the next, so each
+ * finds the other by flipping the lowest bit. (fabric/kernel_plan.h: WirePlan.) */
+#define RL_WIRE_FIRST_IFINDEX 1000
 /* HTB layout on every port: root 1:, parent class 1:1 at the emulated link rate, one leaf
  * class per priority 1:(RL_CLASS_BASE + prio). skb->priority = 1:0 is HTB's direct queue:
  * control frames (PFC, the agent's frames) go there, ahead of every data queue. */

@@ -11,6 +11,7 @@
 
 #include "egress.skel.h"
 #include "ingress.skel.h"
+#include "wire.skel.h"
 #include "bpf/tc_hook.h"
 #include "sys/netns.h"
 
@@ -177,5 +178,21 @@ std::optional<uint32_t> probe_depth(int egress_fd, int ifindex, uint32_t prio, s
   }
   return o.retval;
 }
+
+std::unique_ptr<WireProgram> WireProgram::load(std::string& why) {
+  std::unique_ptr<WireProgram> w(new WireProgram());
+  w->skel_ = wire__open_and_load();
+  if (!w->skel_) {
+    why = err("load wire.bpf.o", errno);
+    return nullptr;
+  }
+  return w;
+}
+
+WireProgram::~WireProgram() {
+  if (skel_) wire__destroy(skel_);
+}
+
+int WireProgram::fd() const { return bpf_program__fd(skel_->progs.rl_wire); }
 
 }  // namespace rocelab::bpf

@@ -16,6 +16,7 @@
 
 struct egress;
 struct ingress;
+struct wire;
 
 namespace rocelab::bpf {
 
@@ -78,6 +79,21 @@ class PortPrograms {
   egress* eg_ = nullptr;
   ingress* in_ = nullptr;
   size_t ports_ = 0;
+};
+
+// The wire program (ebpf/wire.bpf.c) that joins a delayed link's two devices in the
+// fabric's wire namespace. The filters that hold it keep it loaded after this goes.
+class WireProgram {
+ public:
+  static std::unique_ptr<WireProgram> load(std::string& why);
+  ~WireProgram();
+  WireProgram(const WireProgram&) = delete;
+  WireProgram& operator=(const WireProgram&) = delete;
+  int fd() const;
+
+ private:
+  WireProgram() = default;
+  ::wire* skel_ = nullptr;
 };
 
 // Bytes queued now in priority `prio`'s class of `ifindex`, read by the egress program

@@ -349,9 +349,12 @@ int cmd_doctor(const po::variables_map&, const Globals& g) {
     std::printf("%s\n", caps.all_required() ? "this machine can run rocelab fabrics"
                                             : "this machine lacks something rocelab fabrics need (see [required])");
     // What a missing part costs a user, where it changes what a run measures.
-    std::printf("link delay (a link's delay:): not applied by this build on any kernel (it needs netem or fq with "
-                "EDT%s); PFC headroom, pause counts and peak queues are those of links without propagation delay\n",
-                caps.has("netem") || caps.has("fq") ? ", which this kernel has" : ", neither of which this kernel has");
+    if (caps.has("netem"))
+      std::printf("link delay (a link's delay:): applied, each delayed link through netem in the fabric's wire "
+                  "namespace; PFC headroom counts its round trip\n");
+    else
+      std::printf("link delay (a link's delay:): not applied, this kernel has no netem; PFC headroom, pause counts and "
+                  "peak queues are those of links without propagation delay (`rocelab run --vm` applies it)\n");
   }
   return caps.all_required() ? 0 : kExitEnvironment;
 }
@@ -380,6 +383,7 @@ int cmd_up(const po::variables_map& vm, const Globals& g) {
   size_t routes = 0;
   for (const auto& n : f.plan().nodes) routes += n.routes.size();
   for (const auto& n : f.notes()) spdlog::warn("{}", n);
+  if (!f.delay_summary().empty()) spdlog::info("{}", f.delay_summary());
   if (g.json) {
     std::cout << ordered_json{{"instance", s->name}, {"namespaces", f.plan().nodes.size()},
                               {"links", f.plan().veths.size()}, {"routes", routes}, {"seconds", f.up_seconds()},

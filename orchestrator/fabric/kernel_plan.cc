@@ -134,8 +134,8 @@ KernelPlan plan_kernel(const model::Scenario& s, bool hosts_in_init) {
     kp.wd_action = w.action;
     kp.wd_predicate = w.predicate;
     kp.seed = s.seed;
-    kp.scale = s.scale.factor();
   }
+  kp.scale = s.scale.factor();
   if (s.qos.pfc.headroom) kp.pfc_headroom = static_cast<uint32_t>(std::min<uint64_t>(s.qos.pfc.headroom->n, UINT32_MAX));
   kp.nodes.resize(s.nodes.size());
   // Port index of every link end, for the peer fields.
@@ -176,6 +176,7 @@ KernelPlan plan_kernel(const model::Scenario& s, bool hosts_in_init) {
       pp.mtu = l.mtu;
       pp.rate_bps = s.scale.emulate(l.rate).bps;
       pp.link = li;
+      pp.delay_ns = l.delay.ns;
       pp.made_here = l.a.node == x;
       pp.peer_node = peer.node;
       pp.peer_ifname = peer.ifname;
@@ -195,10 +196,41 @@ KernelPlan plan_kernel(const model::Scenario& s, bool hosts_in_init) {
   return kp;
 }
 
+uint64_t round_trip_bytes(const KernelPlan& kp, const PortPlan& p) {
+  if (kp.wire.netns.empty() || p.delay_ns <= 0) return 0;
+  // Rate and delay as emulated (physical / D and x D): the bytes are the physical ones.
+  return uint64_t(2.0 * double(p.rate_bps) / 8 * double(p.delay_ns) * kp.scale / 1e9);
+}
+
 std::vector<bpf::HeadroomPort> headroom_inputs(const KernelPlan& kp, const NodePlan& np) {
   std::vector<bpf::HeadroomPort> out;
-  for (const PortPlan& p : np.ports) out.push_back({p.rate_bps, kp.pfc_headroom ? kp.pfc_headroom : 2 * p.mtu});
+  for (const PortPlan& p : np.ports) {
+    const uint64_t base = kp.pfc_headroom ? kp.pfc_headroom : 2 * uint64_t(p.mtu) + round_trip_bytes(kp, p);
+    out.push_back({p.rate_bps, uint32_t(std::min<uint64_t>(base, UINT32_MAX))});
+  }
   return out;
+}
+
+void apply_link_delay(KernelPlan& kp, const std::string& wire_netns) {
+  kp.wire = {};
+  for (size_t li = 0; li < kp.veths.size(); ++li) {
+    VethPlan& v = kp.veths[li];
+    const PortPlan& a = kp.nodes[v.a_node].ports[v.a_port];
+    if (a.delay_ns <= 0) continue;
+    v.wire = int(kp.wire.links.size());
+    WirePlan::Link w;
+    w.link = li;
+    w.delay_ns = uint64_t(double(a.delay_ns) * kp.scale);
+    kp.wire.links.push_back(w);
+  }
+  if (kp.wire.links.empty()) return;
+  kp.wire.netns = wire_netns;
+  // netem holds every packet in flight on the link: its round trip's bytes (physical, as
+  // emulated) over the smallest frame, beyond netem's default of 1,000.
+  for (auto& w : kp.wire.links) {
+    const VethPlan& v = kp.veths[w.link];
+    w.limit = uint32_t(std::min<uint64_t>(1000 + round_trip_bytes(kp, kp.nodes[v.a_node].ports[v.a_port]) / 64, 1u << 20));
+  }
 }
 
 netlink::SchedulerSpec scheduler_of(const KernelPlan& kp, const NodePlan& np, const PortPlan& p) {

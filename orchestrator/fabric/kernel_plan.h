@@ -43,6 +43,7 @@ struct PortPlan {
   uint32_t mtu = 0;
   uint64_t rate_bps = 0;  // emulated: the shaper's rate (physical / D)
   size_t link = 0;     // index into Scenario::links
+  int64_t delay_ns = 0;  // the link's one-way propagation delay, physical (applied only through a wire)
   bool made_here = false;  // the veth pair is created from this end's namespace (the a end)
   size_t peer_node = 0;
   std::string peer_ifname;
@@ -67,13 +68,31 @@ struct NodePlan {
 struct VethPlan {
   size_t a_node = 0, a_port = 0;  // created from a's namespace
   size_t b_node = 0, b_port = 0;  // peer created straight into b's
+  int wire = -1;                  // index into WirePlan::links: the link runs through the wire namespace
+};
+
+// Links with a propagation delay, where the kernel has netem: each runs through the
+// fabric's wire namespace as two veth pairs, a's port to device RL_WIRE_FIRST_IFINDEX + 2i
+// there and device + 2i + 1 to b's port. ebpf/wire.bpf.c passes each device's arrivals to
+// the other, whose netem root delays them toward its end: the delay sits after the
+// sender's queue and before the receiver's ingress, where a cable's is, for data and PFC.
+struct WirePlan {
+  std::string netns;  // empty: no link is delayed
+  struct Link {
+    size_t link = 0;        // index into Scenario::links (and KernelPlan::veths)
+    uint64_t delay_ns = 0;  // one-way, emulated (physical x D)
+    uint32_t limit = 0;     // netem's queue, packets
+  };
+  std::vector<Link> links;
+  static std::string device(size_t i, bool toward_b) { return "w" + std::to_string(i) + (toward_b ? "b" : "a"); }
+  static int ifindex(size_t i, bool toward_b) { return RL_WIRE_FIRST_IFINDEX + 2 * int(i) + (toward_b ? 1 : 0); }
 };
 
 struct KernelPlan {
   size_t ports = 0;             // slots in use
   rl_config port_config{};      // what every port program shares
   uint32_t pfc_headroom = 0;    // qos.pfc.headroom: every port's physical headroom (0: 2 x its MTU)
-  int64_t max_link_delay_ns = 0;  // physical; not applied (no propagation delay is emulated yet)
+  int64_t max_link_delay_ns = 0;  // physical; applied only where apply_link_delay() made a wire
   // qos.pfc.watchdog on the wall clock (physical x D); the agent runs it.
   bool watchdog = false;
   uint64_t seed = 0;  // the scenario's: seeds each switch's watchdog poll phase
@@ -85,6 +104,7 @@ struct KernelPlan {
   bool rxe = false;             // hosts.engine: rxe: an rxe device on every host NIC
   std::vector<NodePlan> nodes;  // same order as Scenario::nodes
   std::vector<VethPlan> veths;  // same order as Scenario::links
+  WirePlan wire;                // empty unless apply_link_delay()
 };
 
 // hosts_in_init: only where the machine is the testbed's own (the VM image, a Vagrant box):
@@ -96,6 +116,13 @@ KernelPlan plan_kernel(const model::Scenario& s, bool hosts_in_init = false);
 // says this machine belongs to the testbed (the VM image's init sets it): the layout moves
 // the local routing rule and adds addresses, rules and tables to the init namespace.
 Result<bool> hosts_in_init_netns(const model::Scenario& s);
+
+// Routes every link with a delay through a wire namespace named `wire_netns` (the caller
+// knows the kernel has netem); the headroom of their ends then counts the round trip.
+void apply_link_delay(KernelPlan& kp, const std::string& wire_netns);
+
+// A port's link round trip in bytes (2 x delay x rate): 0 unless its delay is applied.
+uint64_t round_trip_bytes(const KernelPlan& kp, const PortPlan& p);
 
 // A node's model routes as netlink requests (next hops by the node's port ifindexes).
 std::vector<netlink::RouteSpec> route_specs(const NodePlan& np, const model::NodeRoutes& routes);

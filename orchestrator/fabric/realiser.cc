@@ -55,6 +55,7 @@ struct LogEntries {
   int pid = 0;
   bool ready = false;
   std::vector<std::pair<std::string, std::string>> netns;  // (namespace, node)
+  std::vector<std::string> wire_netns;                     // delayed links' middles (no node)
   std::vector<std::array<std::string, 4>> veths;           // ns a, if a, ns b, if b
   std::vector<std::pair<int, uint64_t>> procs;             // (pid, start time)
   std::vector<std::string> files;
@@ -77,6 +78,9 @@ LogEntries parse_log(const std::vector<std::string>& lines) {
       std::string ns, node;
       in >> ns >> node;
       e.netns.emplace_back(ns, node);
+    } else if (key == "wirens") {
+      std::string ns;
+      if (in >> ns) e.wire_netns.push_back(ns);
     } else if (key == "initnode") {  // a host in the init namespace: named "" below
       std::string node;
       if (in >> node) e.netns.emplace_back("", node);
@@ -126,16 +130,19 @@ bool replay(const LogEntries& e, const std::string& instance, DownReport& rep, s
   // first, so the lookups stay short. (Removed newest first, the oldest blocks went first,
   // each a scan of the whole list: after a k = 16 fabric's `down` the next `up` waited for
   // the kernel's cleanup 3.1-9.3 s, median 8.0, against 3.0-7.1, median 3.3, now.)
-  for (auto it = e.netns.begin(); it != e.netns.end(); ++it) {
-    if (it->first.empty()) continue;  // a host's NICs in the init namespace: they go with their switches' ends
-    if (!owned_name(it->first, prefix)) {
-      why = "state file names '" + it->first + "', not a namespace of instance " + instance + ": left alone";
+  std::vector<std::string> order;
+  for (const auto& [ns, node] : e.netns)
+    if (!ns.empty()) order.push_back(ns);  // a host's NICs in the init namespace go with their switches' ends
+  order.insert(order.end(), e.wire_netns.begin(), e.wire_netns.end());
+  for (const std::string& ns : order) {
+    if (!owned_name(ns, prefix)) {
+      why = "state file names '" + ns + "', not a namespace of instance " + instance + ": left alone";
       ok = false;
       continue;
     }
     std::string w;
-    if (!sys::named_netns_exists(it->first)) continue;
-    if (sys::remove_named_netns(it->first, w)) ++removed;
+    if (!sys::named_netns_exists(ns)) continue;
+    if (sys::remove_named_netns(ns, w)) ++removed;
     else {
       why = w;
       ok = false;
@@ -173,6 +180,12 @@ bool replay(const LogEntries& e, const std::string& instance, DownReport& rep, s
     std::remove((f + ".tmp").c_str());
   }
   return ok;
+}
+
+// A wire device's MAC: locally administered, never a port's (02:...); nothing is ever
+// addressed to it.
+netlink::Mac wire_mac(size_t link, bool toward_b) {
+  return {0x06, 0x77, uint8_t(link >> 16), uint8_t(link >> 8), uint8_t(link), uint8_t(toward_b ? 1 : 0)};
 }
 
 std::string utc_now() {
@@ -282,19 +295,16 @@ struct Fabric::Steps {
 
 bool Fabric::build(const UpOptions& o, std::string& why) {
   const auto t0 = Clock::now();
-  if (plan_.max_link_delay_ns > 0)
-    notes_.push_back("link delay (up to " + model::format_duration(model::Duration{plan_.max_link_delay_ns}) +
-                     " physical) is not applied: rocelab emulates no propagation delay yet (it needs netem or fq "
-                     "with EDT, which this build does not drive); PFC headroom and pause figures are those of "
-                     "links without delay");
   Steps st{o, why};
   sys::raise_fd_limit();
+  plan_link_delay();  // before the programs: the headroom they are given counts the delay
   // The port programs load first: a kernel that refuses them fails before anything is made.
-  if (!load_programs(why) || !make_namespaces(st) || !make_veths(st)) return false;
+  if (!load_programs(why) || !make_namespaces(st) || !make_wire(st) || !make_veths(st)) return false;
   for (size_t x = 0; x < plan_.nodes.size(); ++x) {
     if (!configure_node(x, why) || st.cancelled()) return false;
     st.report("addresses and routes of " + std::to_string(x + 1) + "/" + std::to_string(plan_.nodes.size()) + " nodes");
   }
+  if (!configure_wire(why)) return false;
   up_seconds_ = since(t0);
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.3f", up_seconds_);
@@ -330,6 +340,67 @@ bool Fabric::load_programs(std::string& why) {
     for (size_t i = 0; i < np.ports.size(); ++i)
       if (!progs_->set_port_headroom(np.ports[i].slot, h[i], why)) return false;
   }
+  return true;
+}
+
+// Link delay needs netem (DESIGN.md §3): where the kernel has it, every delayed link runs
+// through the wire namespace; where not, the run says so and what it costs.
+void Fabric::plan_link_delay() {
+  if (plan_.max_link_delay_ns <= 0) return;
+  const std::string longest = model::format_duration(model::Duration{plan_.max_link_delay_ns});
+  std::string probe_why;
+  const auto probes = sys::run_in_private_netns(
+      [] { return netlink::encode(netlink::probe_datapath({"netem"})); }, probe_why);
+  const auto found = probes ? netlink::decode(*probes) : std::vector<netlink::Probe>{};
+  const bool netem = std::any_of(found.begin(), found.end(), [](const netlink::Probe& p) { return p.name == "qdisc:netem" && p.ok; });
+  if (!netem) {
+    notes_.push_back("link delay (up to " + longest + " physical) is not applied: this kernel has no netem (sch_netem); "
+                     "PFC headroom, pause counts and peak queues are those of links without propagation delay "
+                     "(`rocelab run --vm` applies it in the project's VM image)");
+    return;
+  }
+  apply_link_delay(plan_, prefix_of(instance_) + "_wire");
+  delay_summary_ = "link delay applied: " + std::to_string(plan_.wire.links.size()) + " links (up to " + longest +
+                   " physical, " +
+                   model::format_duration(model::Duration{int64_t(double(plan_.max_link_delay_ns) * plan_.scale)}) +
+                   " of wall clock at D) run through netem in " + plan_.wire.netns +
+                   "; PFC headroom counts their round trip";
+}
+
+// The wire namespace, logged before it is made (`down` removes it after the nodes').
+// IPv6 off before any device: nothing of its own may leave toward a port.
+bool Fabric::make_wire(Steps& st) {
+  if (plan_.wire.netns.empty()) return true;
+  if (st.cancelled() || !log_->append({"wirens " + plan_.wire.netns}, st.why)) return false;
+  auto inside = [&](std::string& w) {
+    netlink::Status ns;
+    wire_.rtnl = netlink::RouteSocket::open(ns);
+    if (!wire_.rtnl) return w = ns.text, false;
+    for (const char* key : {"net/ipv6/conf/all/disable_ipv6", "net/ipv6/conf/default/disable_ipv6"})
+      if (sys::sysctl_exists(key) && !sys::write_sysctl(key, "1", w)) return false;
+    return true;
+  };
+  auto fd = sys::create_named_netns(plan_.wire.netns, inside, st.why);
+  if (!fd) return st.why = plan_.wire.netns + ": " + st.why, false;
+  wire_.netns = std::move(*fd);
+  wire_prog_ = bpf::WireProgram::load(st.why);
+  return wire_prog_ != nullptr;
+}
+
+// The wire's devices up, each with its netem delay toward its end, and the wire program
+// on one ingress block all of them share.
+bool Fabric::configure_wire(std::string& why) {
+  if (plan_.wire.netns.empty()) return true;
+  netlink::Batch b(*wire_.rtnl);
+  for (size_t i = 0; i < plan_.wire.links.size(); ++i)
+    for (bool toward_b : {false, true}) {
+      const int ifindex = WirePlan::ifindex(i, toward_b);
+      b.set_up(ifindex);
+      b.add_netem(ifindex, plan_.wire.links[i].delay_ns, plan_.wire.links[i].limit);
+      b.add_shared_clsact(ifindex, bpf::kIngressBlock, bpf::kEgressBlock);
+    }
+  b.add_block_bpf(bpf::kIngressBlock, wire_prog_->fd(), "rl_wire");
+  if (auto r = b.flush(); !r.ok()) return why = plan_.wire.netns + ": " + r.text, false;
   return true;
 }
 
@@ -399,12 +470,28 @@ bool Fabric::make_veths(Steps& st) {
     for (const VethPlan* v : by_node[x]) {
       const PortPlan& pa = plan_.nodes[x].ports[v->a_port];
       const PortPlan& pb = plan_.nodes[v->b_node].ports[v->b_port];
-      b.add_veth({pa.ifname, pb.ifname, pa.ifindex, pb.ifindex, pa.mac, pb.mac, pa.mtu, nodes_[v->b_node].netns.get()});
+      if (v->wire < 0) {
+        b.add_veth({pa.ifname, pb.ifname, pa.ifindex, pb.ifindex, pa.mac, pb.mac, pa.mtu, nodes_[v->b_node].netns.get()});
+        continue;
+      }
+      const auto w = size_t(v->wire);
+      b.add_veth({pa.ifname, WirePlan::device(w, false), pa.ifindex, WirePlan::ifindex(w, false), pa.mac, wire_mac(w, false),
+                  pa.mtu, wire_.netns.get()});
     }
     if (auto r = b.flush(); !r.ok()) return st.why = plan_.nodes[x].node + ": " + r.text, false;
     if (st.cancelled()) return false;
     st.report("links of " + std::to_string(x + 1) + "/" + std::to_string(n) + " nodes");
   }
+  // A delayed link's b half: made from the wire namespace, its far end put straight into b's.
+  if (plan_.wire.netns.empty()) return true;
+  netlink::Batch b(*wire_.rtnl);
+  for (size_t w = 0; w < plan_.wire.links.size(); ++w) {
+    const VethPlan& v = plan_.veths[plan_.wire.links[w].link];
+    const PortPlan& pb = plan_.nodes[v.b_node].ports[v.b_port];
+    b.add_veth({WirePlan::device(w, true), pb.ifname, WirePlan::ifindex(w, true), pb.ifindex, wire_mac(w, true), pb.mac,
+                pb.mtu, nodes_[v.b_node].netns.get()});
+  }
+  if (auto r = b.flush(); !r.ok()) return st.why = plan_.wire.netns + ": " + r.text, false;
   return true;
 }
 

@@ -50,6 +50,8 @@ class Fabric {
   double up_seconds() const { return up_seconds_; }
   double agent_seconds() const { return agent_seconds_; }  // the agent's start: handshake to ready
   const std::vector<std::string>& notes() const { return notes_; }
+  // What link delay became (empty: no link has one, or the kernel cannot: then a note says so).
+  const std::string& delay_summary() const { return delay_summary_; }
   const std::string& agent_socket() const { return agent_socket_; }
   const bpf::PortPrograms& programs() const { return *progs_; }
 
@@ -65,7 +67,10 @@ class Fabric {
   bool load_programs(std::string& why);
   bool make_namespaces(Steps& st);
   bool make_veths(Steps& st);
+  void plan_link_delay();
+  bool make_wire(Steps& st);
   bool configure_node(size_t x, std::string& why);
+  bool configure_wire(std::string& why);
   bool start_agent(const UpOptions& o, std::string& why);
   bool keep_scenario(const std::string& text, std::string& why);
 
@@ -74,7 +79,10 @@ class Fabric {
   std::unique_ptr<sys::StateLog> log_;
   std::unique_ptr<bpf::PortPrograms> progs_;  // loaded here; the ports' filters keep them after
   std::vector<NodeHandles> nodes_;
+  NodeHandles wire_;                          // the wire namespace (delayed links), if any
+  std::unique_ptr<bpf::WireProgram> wire_prog_;
   std::vector<std::string> notes_;
+  std::string delay_summary_;
   std::string agent_socket_;  // empty: no agent (no PFC priority)
   double up_seconds_ = 0, agent_seconds_ = 0;
 };

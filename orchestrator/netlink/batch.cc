@@ -441,6 +441,29 @@ void Batch::add_block_bpf(uint32_t block, int prog_fd, const std::string& name) 
   queue(m, e, what);
 }
 
+void Batch::add_netem(int ifindex, uint64_t delay_ns, uint32_t limit) {
+  const std::string what = "interface " + std::to_string(ifindex) + ": netem delay " + std::to_string(delay_ns) + " ns";
+  nl_msg* m = nlmsg_alloc_simple(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE);
+  if (!m) return queue(nullptr, -NLE_NOMEM, what);
+  tcmsg t{};
+  t.tcm_family = AF_UNSPEC;
+  t.tcm_ifindex = ifindex;
+  t.tcm_parent = TC_H_ROOT;
+  t.tcm_handle = TC_H_MAKE(1u << 16, 0);
+  // netem's options are its fixed struct followed by attributes; the delay goes as
+  // TCA_NETEM_LATENCY64 (nanoseconds) rather than the struct's scheduler ticks.
+  tc_netem_qopt q{};
+  q.limit = limit;
+  int e = nlmsg_append(m, &t, sizeof t, NLMSG_ALIGNTO);
+  if (e >= 0) e = nla_put_string(m, TCA_KIND, "netem");
+  nlattr* opts = e >= 0 ? nla_nest_start(m, TCA_OPTIONS) : nullptr;
+  if (e >= 0 && !opts) e = -NLE_NOMEM;
+  if (e >= 0) e = nlmsg_append(m, &q, sizeof q, NLMSG_ALIGNTO);
+  if (e >= 0) e = nla_put_u64(m, TCA_NETEM_LATENCY64, delay_ns);
+  if (e >= 0) e = nla_nest_end(m, opts);
+  queue(m, e, what);
+}
+
 void Batch::set_pause(const PauseSpec& p) {
   std::unique_ptr<rtnl_qdisc, Deleter<rtnl_qdisc, rtnl_qdisc_put>> q(rtnl_qdisc_alloc());
   const std::string what = "interface " + std::to_string(p.ifindex) + ": " + (p.paused ? "pause" : "resume") +

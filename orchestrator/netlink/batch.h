@@ -117,6 +117,9 @@ class Batch {
   // without offload joins one machine-wide list that each new block scans.
   void add_shared_clsact(int ifindex, uint32_t ingress_block, uint32_t egress_block);
   void add_block_bpf(uint32_t block, int prog_fd, const std::string& name);
+  // A netem root qdisc delaying everything the device sends by `delay_ns` (the middle of
+  // a delayed link: fabric/kernel_plan.h WirePlan), holding up to `limit` packets.
+  void add_netem(int ifindex, uint64_t delay_ns, uint32_t limit);
   size_t size() const { return pending_.size(); }
 
   // Sends every queued request and waits for all their acks. The first failure (in request

@@ -49,6 +49,7 @@ struct RunContext {
   std::map<std::string, std::unique_ptr<telemetry::Recorder>> recorders;  // by sink, while the traffic runs
   std::optional<WorkloadAnalysis> analysis;
   ordered_json faults;
+  ordered_json link_delay;     // what the scenario's link delay became (null: it has none)
   int64_t traffic_t0_ns = 0;   // the Testbed clock when the traffic phase (its fault timeline) began
   std::optional<Error> error;  // what stopped the run (exit code from its code)
   std::string invalid;         // why the run cannot be trusted (exit 2)
@@ -137,6 +138,11 @@ Status up_phase(RunContext& c) {
                        "up: " + t.error().what);
   c.testbed = std::move(*t);
   for (const auto& n : c.testbed->fabric()->notes()) c.notes.push_back(n);
+  if (const auto& d = c.testbed->fabric()->delay_summary(); !d.empty()) spdlog::info("{}", d);
+  if (c.plan().max_link_delay_ns > 0)  // physical; applied only where the kernel has netem
+    c.link_delay = {{"max_ns", c.plan().max_link_delay_ns},
+                    {"applied", !c.plan().wire.netns.empty()},
+                    {"links", c.plan().wire.links.size()}};
   if (c.s.hosts.engine == "rxe" && c.s.hosts.dcqcn != "off" && !c.s.workloads.empty())
     c.notes.push_back("hosts.dcqcn: " + c.s.hosts.dcqcn +
                       " does not apply: rxe reacts to no ECN mark (no DCQCN), so PFC alone holds the lossless classes");
@@ -496,6 +502,7 @@ RunReport report(RunContext& c) {
     res["kernel"] = {{"release", k.release}, {"version", k.version}, {"machine", k.machine}};
     res["versions"] = versions_json();
     res["capabilities"] = c.caps.to_json();
+    if (!c.link_delay.is_null()) res["link_delay"] = c.link_delay;
     res["phases"] = c.phases;
     res["notes"] = rep.notes;
     res["metrics"] = metrics_json(c.metrics);

@@ -226,3 +226,60 @@ TEST(KernelPlan, QueuesOnlyForReachablePriorities) {
   // Lossy: nothing pauses; still the map's three.
   EXPECT_EQ(queues_of(fabric + "qos: {profile: lossy}\n"), 0b0100'1001);
 }
+
+// Link delay (issue 16): where the kernel has netem, each delayed link runs through the wire
+// namespace, delayed by physical x D, and its ends' headroom counts the round trip
+// (2 x delay x rate, in physical bytes); links without delay, and a plan nobody applied the
+// delay to, are untouched.
+TEST(KernelPlan, DelayedLinksRunThroughTheWireAndTheirHeadroomCountsTheRoundTrip) {
+  const auto s = must_load(R"(name: kp
+scale: 1000
+defaults: {rate: 100G, mtu: 4200}
+nodes: [{name: sw, kind: switch}, {name: h1, kind: host}, {name: h2, kind: host}, {name: h3, kind: host}]
+links:
+  - {endpoints: [h1, sw], delay: 1us}
+  - {endpoints: [h2, sw]}
+  - {endpoints: [sw, h3], delay: 100ns, rate: 400G}
+)");
+  auto kp = fabric::plan_kernel(s);
+  const auto& sw = kp.nodes[0];
+  const auto before = fabric::headroom_inputs(kp, sw);
+  for (const auto& h : before) EXPECT_EQ(h.base, 2u * 4200) << "no delay applied yet: the plain base";
+  EXPECT_TRUE(kp.wire.netns.empty());
+  for (const auto& v : kp.veths) EXPECT_EQ(v.wire, -1);
+
+  fabric::apply_link_delay(kp, "rl-kp._wire");
+  EXPECT_EQ(kp.wire.netns, "rl-kp._wire");
+  ASSERT_EQ(kp.wire.links.size(), 2u);
+  EXPECT_EQ(kp.wire.links[0].link, 0u);
+  EXPECT_EQ(kp.wire.links[0].delay_ns, 1'000'000u) << "1 us physical at D = 1000: 1 ms of wall clock";
+  EXPECT_EQ(kp.wire.links[1].link, 2u);
+  EXPECT_EQ(kp.wire.links[1].delay_ns, 100'000u);
+  EXPECT_EQ(kp.veths[0].wire, 0);
+  EXPECT_EQ(kp.veths[1].wire, -1);
+  EXPECT_EQ(kp.veths[2].wire, 1);
+  // The two devices of wire link i differ in the lowest bit only (wire.bpf.c flips it).
+  EXPECT_EQ(fabric::WirePlan::ifindex(1, false) ^ 1, fabric::WirePlan::ifindex(1, true));
+  EXPECT_EQ(fabric::WirePlan::ifindex(0, false) % 2, 0);
+
+  // 100 Gbit/s x 1 us x 2 = 25,000 bytes; 400 Gbit/s x 100 ns x 2 = 10,000; the undelayed
+  // link none. Emulated rate x emulated delay: the same physical bytes.
+  const auto after = fabric::headroom_inputs(kp, sw);
+  std::map<size_t, uint32_t> base_by_link;
+  for (size_t i = 0; i < sw.ports.size(); ++i) base_by_link[sw.ports[i].link] = after[i].base;
+  EXPECT_EQ(base_by_link[0], 2u * 4200 + 25'000);
+  EXPECT_EQ(base_by_link[1], 2u * 4200);
+  EXPECT_EQ(base_by_link[2], 2u * 4200 + 10'000);
+  // netem holds the packets in flight: never fewer than its default 1,000.
+  EXPECT_GE(kp.wire.links[0].limit, 1000u + 25'000 / 64);
+
+  // A headroom the scenario states is the switch's configuration: kept as given.
+  auto given = fabric::plan_kernel(must_load(R"(name: kp
+scale: 1000
+qos: {pfc: {headroom: 50KB}}
+nodes: [{name: sw, kind: switch}, {name: h1, kind: host}]
+links: [{endpoints: [h1, sw], delay: 1us}]
+)"));
+  fabric::apply_link_delay(given, "rl-kp._wire");
+  EXPECT_EQ(fabric::headroom_inputs(given, given.nodes[0]).front().base, 50u * 1024);
+}
