@@ -219,6 +219,35 @@ class Fabric(unittest.TestCase):
         self.assertEqual(failed, [], f"{len(failed)} of {pairs} pairs unreachable")
         self.down_leaves_nothing()
 
+    def test_link_delay_is_applied_where_the_kernel_has_netem_and_said_where_not(self):
+        # Issue 16: a delayed link runs through the wire namespace where netem exists (the VM
+        # tier measures it there); on a kernel without it, `up` and `run` say so plainly.
+        caps = json.loads(rocelab("doctor", "-j").stdout)["capabilities"]
+        netem = caps["netem"]["ok"]
+        path = self.scenario("defaults: {delay: 1us}\nqos: {profile: roce-lossless}\n"
+                             "nodes: [{name: s, kind: switch}, {name: h1, kind: host}, {name: h2, kind: host}]\n"
+                             "links: [{endpoints: [h1, s]}, {endpoints: [h2, s], delay: 0ns}]\n")
+        r = rocelab("up", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wire = f"rl-{self.instance}._wire"
+        if netem:
+            self.assertIn("link delay applied: 1 links", r.stderr)
+            self.assertIn(wire, subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout)
+        else:
+            self.assertIn("link delay (up to 1us physical) is not applied: this kernel has no netem", r.stderr)
+            self.assertNotIn(wire, subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout)
+        failed, pairs = ping_all(self.instance, host_nics(resolved(path)))
+        self.assertEqual(failed, [], f"{len(failed)} of {pairs} pairs unreachable")
+        self.down_leaves_nothing()
+        out = os.path.join(self.tmp, "run")
+        r = rocelab("run", "--no-report", "--out", out, path)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+        self.assertEqual(res["link_delay"], {"max_ns": 1000, "applied": netem, "links": 1 if netem else 0})
+        self.assertEqual(any("has no netem" in n for n in res["notes"]), not netem, res["notes"])
+        self.assertEqual(leftovers(self.instance), [])
+
     def flow_map(self, path, flows=64):
         """Which spine carries each of `flows` UDP flows from host1 to host2."""
         self.up(path)

@@ -236,6 +236,68 @@ class Vm(unittest.TestCase):
         finally:
             shutil.rmtree(job, ignore_errors=True)
 
+    def test_link_delay_is_real_and_moves_pfc_as_the_headroom_formula_says(self):
+        """Issue 16: a link's `delay:` through netem in the wire namespace (Debian's 6.12 has
+        netem). A ping crosses two delayed links each way; then the PFC-only 7:1 incast
+        (scenarios/incast-lossless.yaml, shorter) at 100 ns and at 1 us a link. The headroom
+        formula says a sender's priority group holds, after its XOFF, what was on the wire
+        during the round trip: 2 x delay x 100 Gbit/s, 22.5 KB more at 1 us, so the queue
+        toward host8 (seven groups) peaks higher by about seven times that, and each pause
+        lasts longer, so fewer XOFFs carry the same bytes."""
+        if not ROCELAB:
+            self.skipTest("no --rocelab: the image carries no rocelab binary")
+        job = tempfile.mkdtemp(prefix="rocelab-vm-")
+        try:
+            with open(os.path.join(SOURCE, "scenarios", "incast-lossless.yaml")) as f:
+                incast = f.read()
+            for d in ("100ns", "1us"):
+                text = (incast.replace("name: incast-lossless", f"name: il{d}").replace("scale: 1000", "scale: 10000")
+                        .replace("defaults: {rate: 100G, mtu: 4200}", f"defaults: {{rate: 100G, mtu: 4200, delay: {d}}}")
+                        .replace("message: 1MB, iterations: 4", "message: 256KB, iterations: 2"))
+                self.assertIn(f"delay: {d}", text)
+                with open(os.path.join(job, f"il{d}.yaml"), "w") as f:
+                    f.write(text)
+            with open(os.path.join(job, "pair.yaml"), "w") as f:
+                f.write("name: pair\nscale: 10000\ndefaults: {rate: 100G, delay: 1us}\nqos: {profile: roce-lossless}\n"
+                        "nodes: [{name: sw, kind: switch}, {name: h1, kind: host}, {name: h2, kind: host}]\n"
+                        "links: [{endpoints: [h1, sw]}, {endpoints: [h2, sw]}]\n")
+            rc, log, seconds = self.run_job(job, "#!/bin/sh\ncd /job\n"
+                                            "/usr/bin/rocelab up pair.yaml || exit 10\n"
+                                            "/usr/bin/ip netns exec rl-pair.h1 /usr/bin/busybox ping -c 4 198.18.1.2 > ping.txt\n"
+                                            "/usr/bin/rocelab down pair || exit 12\n"
+                                            "for d in 100ns 1us; do /usr/bin/rocelab run --no-report --out /job/r$d il$d.yaml "
+                                            "> run$d.txt 2>&1 || exit 13; done\n", 600)
+            self.assertEqual(rc, "0", log[-3000:])
+            with open(os.path.join(job, "ping.txt")) as f:
+                rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", f.read())]
+            # Four crossings of a link delayed 1 us x D = 10 ms: at least 40 ms a round trip.
+            self.assertEqual(len(rtts), 4, rtts)
+            self.assertGreaterEqual(min(rtts), 40.0, rtts)
+            self.assertLess(min(rtts), 60.0, rtts)
+            fig = {}
+            for d in ("100ns", "1us"):
+                with open(os.path.join(job, f"r{d}", "results.json")) as f:
+                    res = json.load(f)
+                self.assertEqual(res["outcome"], "pass", res["assertions"])
+                self.assertEqual(res["link_delay"], {"max_ns": 100 if d == "100ns" else 1000, "applied": True, "links": 8})
+                m = res["metrics"]
+                fig[d] = {"peak": max(s["value"] for s in m["queue_max"] if s["labels"]["port"] == "host8"),
+                          "xoff": sum(s["value"] for s in m["pfc_xoff_tx"] if s["labels"]["node"] == "sw"),
+                          "headroom": m["pfc_headroom"]}
+            # The switch ports' headroom: 2 x 900 ns x 12.5 GB/s = 22,500 bytes more.
+            self.assertEqual(fig["1us"]["headroom"] - fig["100ns"]["headroom"], 22500)
+            more = fig["1us"]["peak"] - fig["100ns"]["peak"]
+            predicted = 7 * 22500  # measured 114-182 KB against 157.5 KB (two runs each)
+            self.assertGreater(more, 0.4 * predicted, fig)
+            self.assertLess(more, 2.0 * predicted, fig)
+            self.assertLess(fig["1us"]["xoff"], 0.8 * fig["100ns"]["xoff"], fig)  # measured 56-57 against 127-132
+            print(f"vm: link delay: ping {min(rtts):.1f} ms (>= 40); 7:1 incast peak toward host8 "
+                  f"{fig['100ns']['peak'] / 1024:.0f} -> {fig['1us']['peak'] / 1024:.0f} KB (+{more / 1024:.0f}, "
+                  f"formula +{predicted / 1024:.0f}), XOFF {fig['100ns']['xoff']:.0f} -> {fig['1us']['xoff']:.0f}; "
+                  f"{seconds:.1f} s (TCG)", file=sys.stderr)
+        finally:
+            shutil.rmtree(job, ignore_errors=True)
+
 
 if __name__ == "__main__":
     args = sys.argv[1:]
