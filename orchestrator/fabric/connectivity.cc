@@ -4,6 +4,8 @@
 #include <netinet/ip.h>
 #include <netinet/ip_icmp.h>
 #include <poll.h>
+
+#include <algorithm>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -82,6 +84,11 @@ std::optional<Reachability> check_connectivity(const Fabric& f, std::string& why
       wanted[i * m + j] = 1;
       ++r.pairs;
     }
+  // Applied link delay lengthens every round trip (x D on the wall clock): allow a path of
+  // eight delayed links each way on top of the usual wait.
+  int64_t longest_ns = 0;
+  for (const auto& w : kp.wire.links) longest_ns = std::max<int64_t>(longest_ns, int64_t(w.delay_ns));
+  const auto round_trip = std::chrono::milliseconds(16 * longest_ns / 1'000'000);
   const uint16_t ident = static_cast<uint16_t>(getpid());
   std::vector<pollfd> pfds(m);
   for (size_t i = 0; i < m; ++i) pfds[i] = {nics[i].sock.get(), POLLIN, 0};
@@ -102,7 +109,7 @@ std::optional<Reachability> check_connectivity(const Fabric& f, std::string& why
         to.sin_addr.s_addr = htonl(nics[j].addr);
         sendto(nics[i].sock.get(), pkt, sizeof pkt, 0, reinterpret_cast<sockaddr*>(&to), sizeof to);
       }
-    const auto deadline = Clock::now() + std::chrono::milliseconds(500 << round);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(500 << round) + round_trip;
     while (r.reached < r.pairs) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0 || poll(pfds.data(), pfds.size(), static_cast<int>(left)) <= 0) break;
