@@ -21,6 +21,7 @@
 #include "agent/agent.h"
 #include "fabric/local_testbed.h"
 #include "fabric/realiser.h"
+#include "model/ipv4.h"
 #include "model/loader.h"
 #include "run/autoscale.h"
 #include "run/capabilities.h"
@@ -60,6 +61,44 @@ void add_metrics_option(po::options_description& d) {
   d.add_options()("metrics-port", po::value<int>(),
                   "serve Prometheus metrics on 127.0.0.1:PORT/metrics while the fabric is up (SONiC's SAI counter "
                   "names, node_exporter's node_infiniband_* for host NICs)");
+}
+
+// --part I/M with --peers ADDR0,ADDR1,...: one machine's share of a split fabric; nullopt
+// after saying what is wrong with them.
+std::optional<fabric::UpOptions::Split> split_option(const po::variables_map& vm) {
+  auto bad = [](const std::string& what) {
+    std::cerr << "rocelab up: " << what << "\n";
+    return std::nullopt;
+  };
+  if (!vm.count("part") || !vm.count("peers")) return bad("--part I/M and --peers ADDR0,...,ADDR{M-1} go together");
+  fabric::UpOptions::Split sp;
+  const std::string part = vm["part"].as<std::string>();
+  const size_t slash = part.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument(part);
+    size_t used = 0;
+    sp.index = std::stoul(part.substr(0, slash), &used);
+    if (used != slash) throw std::invalid_argument(part);
+    sp.parts = std::stoul(part.substr(slash + 1), &used);
+    if (used != part.size() - slash - 1) throw std::invalid_argument(part);
+  } catch (const std::exception&) {
+    return bad("--part " + part + ": expected I/M, this machine's part I of M (0 <= I < M), e.g. 0/2");
+  }
+  if (sp.parts < 2 || sp.parts > 64 || sp.index >= sp.parts)
+    return bad("--part " + part + ": M from 2 to 64 parts, and I below M");
+  std::string list = vm["peers"].as<std::string>();
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string one = list.substr(at, comma - at);
+    auto a = model::parse_ipv4(one);
+    if (!a) return bad("--peers: '" + one + "' is not an IPv4 address (one per part, in part order, comma-separated)");
+    sp.underlay.push_back(*a);
+    at = comma + 1;
+  }
+  if (sp.underlay.size() != sp.parts)
+    return bad("--peers names " + std::to_string(sp.underlay.size()) + " addresses for " + std::to_string(sp.parts) +
+               " parts: one per part, this machine's at index " + std::to_string(sp.index));
+  return sp;
 }
 
 // --metrics-port as a port (0: none); nullopt after saying why it is not one.
@@ -369,6 +408,11 @@ int cmd_up(const po::variables_map& vm, const Globals& g) {
   catch_signals();
   fabric::UpOptions o;
   o.metrics_port = *port;
+  if (vm.count("part") || vm.count("peers")) {
+    auto split = split_option(vm);
+    if (!split) return kExitBadInput;
+    o.split = std::move(*split);
+  }
   o.scenario_path = vm["scenario"].as<std::string>();
   o.scenario_record = run::resolved_json(*s, false).dump();  // `inject` attaches with it (and recomputes what is derived)
   o.cancel = &g_cancel;
@@ -380,24 +424,31 @@ int cmd_up(const po::variables_map& vm, const Globals& g) {
   }
   (*t)->keep_running();  // the fabric outlives this command: 'rocelab down' takes it away
   const fabric::Fabric& f = *(*t)->fabric();
-  size_t routes = 0;
-  for (const auto& n : f.plan().nodes) routes += n.routes.size();
+  // What this machine holds: all of it, or its part of a split fabric.
+  const auto& part = f.plan().part;
+  size_t routes = 0, namespaces = 0, links = 0;
+  for (size_t x = 0; x < f.plan().nodes.size(); ++x)
+    if (part.has(x)) routes += f.plan().nodes[x].routes.size(), ++namespaces;
+  for (const auto& v : f.plan().veths) links += part.has(v.a_node) || part.has(v.b_node);
   for (const auto& n : f.notes()) spdlog::warn("{}", n);
   if (!f.delay_summary().empty()) spdlog::info("{}", f.delay_summary());
   if (g.json) {
-    std::cout << ordered_json{{"instance", s->name}, {"namespaces", f.plan().nodes.size()},
-                              {"links", f.plan().veths.size()}, {"routes", routes}, {"seconds", f.up_seconds()},
-                              {"agent_start_seconds", f.agent_seconds()},
-                              {"state_file", fabric::state_path(s->name)}}
-                     .dump(2)
-              << "\n";
+    ordered_json out{{"instance", s->name}, {"namespaces", namespaces}, {"links", links}, {"routes", routes},
+                     {"seconds", f.up_seconds()}, {"agent_start_seconds", f.agent_seconds()},
+                     {"state_file", fabric::state_path(s->name)}};
+    if (part.split()) out["split"] = {{"part", part.index}, {"parts", part.parts}, {"cut_links", part.cuts.size()}};
+    std::cout << out.dump(2) << "\n";
   } else {
-    std::printf("%s is up: %zu namespaces, %zu links, %zu routes in %.3f s\n", s->name.c_str(),
-                f.plan().nodes.size(), f.plan().veths.size(), routes, f.up_seconds());
+    std::printf("%s is up: %zu namespaces, %zu links, %zu routes in %.3f s\n", s->name.c_str(), namespaces, links,
+                routes, f.up_seconds());
+    if (part.split())
+      std::printf("  part %zu of %zu: %zu links cut to the other machines as VXLAN ports\n", part.index, part.parts,
+                  part.cuts.size());
     std::printf("  rocelab status %s          # nodes, interfaces, addresses, counters\n", s->name.c_str());
-    const auto& nodes = f.plan().nodes;
-    auto host = std::find_if(nodes.begin(), nodes.end(), [](const auto& n) { return n.host; });
-    std::printf("  ip netns exec %s bash   # a shell on a node\n", (host != nodes.end() ? *host : nodes.front()).netns.c_str());
+    const fabric::NodePlan* shell = nullptr;  // this machine's first host, else its first node
+    for (size_t x = 0; x < f.plan().nodes.size(); ++x)
+      if (part.has(x) && (!shell || (!shell->host && f.plan().nodes[x].host))) shell = &f.plan().nodes[x];
+    if (shell) std::printf("  ip netns exec %s bash   # a shell on a node\n", shell->netns.c_str());
     std::printf("  rocelab down %s            # take it away\n", s->name.c_str());
   }
   return 0;
@@ -943,9 +994,16 @@ const std::vector<Command>& commands() {
        "or Ctrl-C rolls back, and 'rocelab down' cleans up after anything, even a kill -9.\n"
        "NAME is the scenario's 'name:' (default: from the file name), or --instance. Needs root.",
        "sudo rocelab up scenarios/quickstart.yaml && sudo ip netns exec rl-quickstart.host1 ip route\n"
-       "  sudo rocelab up --instance qs2 scenarios/quickstart.yaml   # a second copy beside the first",
+       "  sudo rocelab up --instance qs2 scenarios/quickstart.yaml   # a second copy beside the first\n"
+       "  sudo rocelab up --part 1/2 --peers 10.9.0.1,10.9.0.2 scenarios/quickstart.yaml   # machine 1 of 2",
        [](po::options_description& d) {
-         d.add_options()("recalibrate", "with scale: auto, measure this machine again instead of using its cached calibration");
+         d.add_options()("recalibrate", "with scale: auto, measure this machine again instead of using its cached calibration")(
+             "part", po::value<std::string>(),
+             "I/M: make only part I of the fabric split over M machines (docs/multi-machine.md): hosts stay with "
+             "their switches, links to other parts become point-to-point VXLAN ports (UDP 4789)")(
+             "peers", po::value<std::string>(),
+             "with --part: the machines' underlay IPv4 addresses, part 0 first, comma-separated (this machine's "
+             "among them, on an interface whose MTU carries the links' + 50)");
          add_metrics_option(d);
          add_instance_option(d);
          add_scenario_arg(d);

@@ -211,12 +211,31 @@ std::vector<bpf::HeadroomPort> headroom_inputs(const KernelPlan& kp, const NodeP
   return out;
 }
 
+void take_part(KernelPlan& kp, const model::Partition& p, size_t index, const std::vector<uint32_t>& underlay) {
+  kp.part = {};
+  kp.part.index = index;
+  kp.part.parts = p.parts;
+  kp.part.local = underlay.at(index);
+  kp.part.here.resize(kp.nodes.size());
+  for (size_t x = 0; x < kp.nodes.size(); ++x) kp.part.here[x] = p.part_of[x] == index;
+  for (size_t li : p.cut_links) {
+    const VethPlan& v = kp.veths[li];
+    const bool a_here = kp.part.here[v.a_node], b_here = kp.part.here[v.b_node];
+    if (!a_here && !b_here) continue;  // between two other parts
+    const size_t node = a_here ? v.a_node : v.b_node, port = a_here ? v.a_port : v.b_port;
+    const size_t far = a_here ? v.b_node : v.a_node;
+    kp.nodes[node].ports[port].cut = int(kp.part.cuts.size());
+    kp.part.cuts.push_back({li, node, port, uint32_t(li + 1), underlay.at(p.part_of[far])});
+  }
+}
+
 void apply_link_delay(KernelPlan& kp, const std::string& wire_netns) {
   kp.wire = {};
   for (size_t li = 0; li < kp.veths.size(); ++li) {
     VethPlan& v = kp.veths[li];
     const PortPlan& a = kp.nodes[v.a_node].ports[v.a_port];
-    if (a.delay_ns <= 0) continue;
+    // Within this machine only: a cut link's delay is the underlay's.
+    if (a.delay_ns <= 0 || !kp.part.has(v.a_node) || !kp.part.has(v.b_node)) continue;
     v.wire = int(kp.wire.links.size());
     WirePlan::Link w;
     w.link = li;
@@ -264,15 +283,20 @@ AgentConfig agent_config(const KernelPlan& kp, const std::string& instance) {
   cfg.scale = kp.scale;
   cfg.watchdog = {kp.watchdog, kp.wd_detection_ns, kp.wd_restoration_ns, kp.wd_poll_ns,
                   std::string(model::wd_action_name(kp.wd_action)), kp.wd_predicate};
+  // This machine's nodes only (all of them unless the fabric is split), numbered anew.
+  std::vector<int32_t> index(kp.nodes.size(), -1);
+  for (size_t x = 0, k = 0; x < kp.nodes.size(); ++x)
+    if (kp.part.has(x)) index[x] = int32_t(k++);
   for (size_t x = 0; x < kp.nodes.size(); ++x) {
     const NodePlan& np = kp.nodes[x];
+    if (index[x] < 0) continue;
     const int64_t phase = kp.watchdog ? int64_t(splitmix64(kp.seed ^ fnv1a(np.node) ^ 0x7764) % uint64_t(kp.wd_poll_ns)) : 0;
     cfg.nodes.push_back({np.node, np.netns, phase});
     for (const PortPlan& p : np.ports) {
       const auto sch = scheduler_of(kp, np, p);
       const bool to_switch = !np.host && p.peer_node < kp.nodes.size() && !kp.nodes[p.peer_node].host;
-      cfg.ports.push_back({uint32_t(x), uint32_t(p.slot), p.ifindex, p.ifname, p.rate_bps, p.mtu, sch.pausable,
-                           sch.fifo_limit, to_switch ? int32_t(p.peer_node) : -1});
+      cfg.ports.push_back({uint32_t(index[x]), uint32_t(p.slot), p.ifindex, p.ifname, p.rate_bps, p.mtu, sch.pausable,
+                           sch.fifo_limit, to_switch ? index[p.peer_node] : -1});
     }
   }
   return cfg;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bpf/headroom.h"
+#include "model/partition.h"
 #include "model/scenario.h"
 #include "netlink/batch.h"
 #include "rocelab_abi.h"
@@ -44,6 +45,7 @@ struct PortPlan {
   uint64_t rate_bps = 0;  // emulated: the shaper's rate (physical / D)
   size_t link = 0;     // index into Scenario::links
   int64_t delay_ns = 0;  // the link's one-way propagation delay, physical (applied only through a wire)
+  int cut = -1;          // index into PartPlan::cuts: the peer is on another machine, this port a VXLAN device
   bool made_here = false;  // the veth pair is created from this end's namespace (the a end)
   size_t peer_node = 0;
   std::string peer_ifname;
@@ -88,6 +90,28 @@ struct WirePlan {
   static int ifindex(size_t i, bool toward_b) { return RL_WIRE_FIRST_IFINDEX + 2 * int(i) + (toward_b ? 1 : 0); }
 };
 
+// One machine's share of a fabric split over several (model/partition.h,
+// docs/multi-machine.md): only the nodes of part `index` are made here. A link to another
+// part's node is a cut link: its local end is a VXLAN device in the node's namespace with the
+// port's name, index and MAC, one VNI a link, its only destination the other machine's
+// underlay address (no learning, no flooding: a point-to-point wire that carries PFC frames
+// as any other, which a bridge would not). Its socket stays in the namespace `up` runs in.
+inline constexpr uint16_t kVxlanPort = 4789;
+inline constexpr uint32_t kVxlanOverhead = 50;  // outer Ethernet, IPv4, UDP, VXLAN
+struct CutLink {
+  size_t link = 0, node = 0, port = 0;  // the local end
+  uint32_t vni = 0;                     // the link's index + 1
+  uint32_t remote = 0;                  // the other part's underlay IPv4, host order
+};
+struct PartPlan {
+  size_t index = 0, parts = 1;
+  uint32_t local = 0;     // this machine's underlay IPv4, host order
+  std::vector<char> here;  // per node: made on this machine (empty: every node)
+  std::vector<CutLink> cuts;
+  bool split() const { return parts > 1; }
+  bool has(size_t node) const { return here.empty() || here[node]; }
+};
+
 struct KernelPlan {
   size_t ports = 0;             // slots in use
   rl_config port_config{};      // what every port program shares
@@ -105,6 +129,7 @@ struct KernelPlan {
   std::vector<NodePlan> nodes;  // same order as Scenario::nodes
   std::vector<VethPlan> veths;  // same order as Scenario::links
   WirePlan wire;                // empty unless apply_link_delay()
+  PartPlan part;                // every node unless take_part()
 };
 
 // hosts_in_init: only where the machine is the testbed's own (the VM image, a Vagrant box):
@@ -116,6 +141,10 @@ KernelPlan plan_kernel(const model::Scenario& s, bool hosts_in_init = false);
 // says this machine belongs to the testbed (the VM image's init sets it): the layout moves
 // the local routing rule and adds addresses, rules and tables to the init namespace.
 Result<bool> hosts_in_init_netns(const model::Scenario& s);
+
+// Narrows the plan to part `index` of `p`, `underlay[i]` being part i's machine address:
+// nodes of other parts are left out, links to them become cut links.
+void take_part(KernelPlan& kp, const model::Partition& p, size_t index, const std::vector<uint32_t>& underlay);
 
 // Routes every link with a delay through a wire namespace named `wire_netns` (the caller
 // knows the kernel has netem); the headroom of their ends then counts the round trip.

@@ -28,9 +28,12 @@
 #include "fabric/agent_protocol.h"
 #include "bpf/port_programs.h"
 #include "fabric/port_config.h"
+#include "model/ipv4.h"
+#include "model/partition.h"
 #include "netlink/batch.h"
 #include "netlink/datapath_probe.h"
 #include "netlink/offload.h"
+#include "netlink/query.h"
 #include "netlink/rdma_link.h"
 #include "sys/host_info.h"
 #include "sys/process.h"
@@ -228,7 +231,21 @@ std::unique_ptr<Fabric> Fabric::up(const model::Scenario& s, const UpOptions& o,
     why = in_init.error().what;
     return nullptr;
   }
-  std::unique_ptr<Fabric> f(new Fabric(s.name, plan_kernel(s, *in_init)));
+  KernelPlan plan = plan_kernel(s, *in_init);
+  if (o.split) {
+    if (plan.hosts_in_init) {
+      why = "a fabric split over machines cannot put its hosts in the machine's own namespace (hosts.engine: rxe)";
+      return nullptr;
+    }
+    if (o.split->underlay.size() != o.split->parts || o.split->index >= o.split->parts) {
+      why = "a split needs the part's index below the number of parts and one address per part";
+      return nullptr;
+    }
+    auto p = model::partition(s, o.split->parts, why);
+    if (!p) return nullptr;
+    take_part(plan, *p, o.split->index, o.split->underlay);
+  }
+  std::unique_ptr<Fabric> f(new Fabric(s.name, std::move(plan)));
   std::string header = std::string(kMagic) + "\ninstance " + s.name + "\npid " + std::to_string(getpid()) +
                        "\nstarted " + utc_now() + "\nscenario " + o.scenario_path + "\n";
   f->log_ = sys::StateLog::create(path, header, why);
@@ -299,8 +316,9 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
   sys::raise_fd_limit();
   plan_link_delay();  // before the programs: the headroom they are given counts the delay
   // The port programs load first: a kernel that refuses them fails before anything is made.
-  if (!load_programs(why) || !make_namespaces(st) || !make_wire(st) || !make_veths(st)) return false;
+  if (!load_programs(why) || !make_namespaces(st) || !make_wire(st) || !make_veths(st) || !make_cuts(st)) return false;
   for (size_t x = 0; x < plan_.nodes.size(); ++x) {
+    if (!plan_.part.has(x)) continue;
     if (!configure_node(x, why) || st.cancelled()) return false;
     st.report("addresses and routes of " + std::to_string(x + 1) + "/" + std::to_string(plan_.nodes.size()) + " nodes");
   }
@@ -414,6 +432,7 @@ bool Fabric::make_namespaces(Steps& st) {
   nodes_.resize(n);
   for (size_t x = 0; x < n; ++x) {
     const NodePlan& np = plan_.nodes[x];
+    if (!plan_.part.has(x)) continue;  // another machine's
     std::vector<std::string> lines{np.in_init ? "initnode " + np.node : "netns " + np.netns + " " + np.node};
     for (const PortPlan& p : np.ports)
       if (np.in_init) lines.push_back("inittable " + std::to_string(kInitFirstTable + p.slot));
@@ -456,6 +475,7 @@ bool Fabric::make_namespaces(Steps& st) {
 bool Fabric::make_veths(Steps& st) {
   std::vector<std::string> lines;
   for (const VethPlan& v : plan_.veths) {
+    if (!plan_.part.has(v.a_node) || !plan_.part.has(v.b_node)) continue;  // cut, or another machine's
     const NodePlan &a = plan_.nodes[v.a_node], &b = plan_.nodes[v.b_node];
     const auto ns = [](const NodePlan& np) { return np.in_init ? std::string("-") : np.netns; };
     lines.push_back("veth " + ns(a) + " " + a.ports[v.a_port].ifname + " " + ns(b) + " " + b.ports[v.b_port].ifname);
@@ -463,7 +483,8 @@ bool Fabric::make_veths(Steps& st) {
   if (st.cancelled() || !log_->append(lines, st.why)) return false;
   const size_t n = plan_.nodes.size();
   std::vector<std::vector<const VethPlan*>> by_node(n);  // by the namespace that makes them
-  for (const VethPlan& v : plan_.veths) by_node[v.a_node].push_back(&v);
+  for (const VethPlan& v : plan_.veths)
+    if (plan_.part.has(v.a_node) && plan_.part.has(v.b_node)) by_node[v.a_node].push_back(&v);
   for (size_t x = 0; x < n; ++x) {
     if (by_node[x].empty()) continue;
     netlink::Batch b(*nodes_[x].rtnl);
@@ -495,6 +516,41 @@ bool Fabric::make_veths(Steps& st) {
   return true;
 }
 
+// Cut links (a fabric split over machines): each local end a VXLAN port made from the
+// namespace `up` runs in, where its socket stays on the underlay, and put straight into the
+// node's. The underlay must carry the fabric's frames whole: its MTU is checked first.
+bool Fabric::make_cuts(Steps& st) {
+  if (plan_.part.cuts.empty()) return true;
+  netlink::Status nst;
+  auto sock = netlink::RouteSocket::open(nst);
+  if (!sock) return st.why = nst.text, false;
+  const std::string local = model::format_ipv4(plan_.part.local);
+  auto under = netlink::link_with_address(*sock, plan_.part.local, nst);
+  if (!under) {
+    st.why = nst.ok() ? "no interface of this machine has the underlay address " + local + " (part " +
+                            std::to_string(plan_.part.index) + "'s in the list of peers)"
+                      : nst.text;
+    return false;
+  }
+  for (const CutLink& c : plan_.part.cuts) {
+    const PortPlan& p = plan_.nodes[c.node].ports[c.port];
+    if (under->mtu < p.mtu + kVxlanOverhead) {
+      st.why = "the underlay " + under->name + " (" + local + ") has MTU " + std::to_string(under->mtu) + ", and cut link " +
+               plan_.nodes[c.node].node + ":" + p.ifname + " needs " + std::to_string(p.mtu + kVxlanOverhead) +
+               " (the link's " + std::to_string(p.mtu) + " + " + std::to_string(kVxlanOverhead) + " of VXLAN)";
+      return false;
+    }
+  }
+  netlink::Batch b(*sock);
+  for (const CutLink& c : plan_.part.cuts) {
+    const PortPlan& p = plan_.nodes[c.node].ports[c.port];
+    b.add_vxlan({p.ifname, p.ifindex, p.mac, p.mtu, c.vni, plan_.part.local, c.remote, kVxlanPort,
+                 nodes_[c.node].netns.get()});
+  }
+  if (auto r = b.flush(); !r.ok()) return st.why = r.text, false;
+  return true;
+}
+
 // A node's addresses, neighbours, routes, rules and schedulers in one batch; then its port
 // programs attached and offloads off.
 bool Fabric::configure_node(size_t x, std::string& why) {
@@ -503,7 +559,7 @@ bool Fabric::configure_node(size_t x, std::string& why) {
   b.set_up(kLoopbackIfindex);
   b.add_addr({kLoopbackIfindex, np.loopback, 32});
   for (const PortPlan& p : np.ports) {
-    if (!p.made_here) b.set_up(p.ifindex);
+    if (!p.made_here || p.cut >= 0) b.set_up(p.ifindex);
     b.add_addr({p.ifindex, p.addr, 31});
     b.add_neigh({p.ifindex, p.peer_addr, p.peer_mac});  // permanent: no ARP, ever, during a measured run
   }

@@ -32,6 +32,13 @@ struct UpOptions {
   const std::atomic<bool>* cancel = nullptr;          // set by a signal: roll back and stop
   std::function<void(const std::string&)> progress;   // long fabrics report as they go
   uint16_t metrics_port = 0;  // the agent serves Prometheus metrics here (started even without PFC)
+  // One machine's share of a fabric split over several (docs/multi-machine.md): part
+  // `index` of `parts`, underlay[i] the IPv4 address (host order) of part i's machine.
+  struct Split {
+    size_t index = 0, parts = 1;
+    std::vector<uint32_t> underlay;
+  };
+  std::optional<Split> split;
 };
 
 // A fabric this process brought up. Destroying the handle leaves the fabric running (it
@@ -67,6 +74,7 @@ class Fabric {
   bool load_programs(std::string& why);
   bool make_namespaces(Steps& st);
   bool make_veths(Steps& st);
+  bool make_cuts(Steps& st);
   void plan_link_delay();
   bool make_wire(Steps& st);
   bool configure_node(size_t x, std::string& why);

@@ -15,6 +15,7 @@
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
+#include <netlink/route/link/vxlan.h>
 #include <netlink/route/neighbour.h>
 #include <netlink/route/nexthop.h>
 #include <netlink/route/route.h>
@@ -95,6 +96,23 @@ void Batch::add_veth(const VethSpec& v) {
   nl_msg* msg = nullptr;
   int e = rtnl_link_build_add_request(link.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
   queue(msg, e, "veth pair " + v.name + " <-> " + v.peer_name);
+}
+
+void Batch::add_vxlan(const VxlanSpec& v) {
+  std::unique_ptr<rtnl_link, Deleter<rtnl_link, rtnl_link_put>> link(rtnl_link_vxlan_alloc());
+  const std::string what = "VXLAN port " + v.name + " (VNI " + std::to_string(v.vni) + " to " + v4s(v.remote, 32) + ")";
+  if (!link) return queue(nullptr, -NLE_NOMEM, what);
+  fill_link(link.get(), v.name, v.ifindex, v.mac, v.mtu);
+  auto local = v4(v.local, 32), remote = v4(v.remote, 32);
+  int e = rtnl_link_vxlan_set_id(link.get(), v.vni);
+  if (e >= 0) e = rtnl_link_vxlan_set_group(link.get(), remote.get());  // a unicast group: the only destination
+  if (e >= 0) e = rtnl_link_vxlan_set_local(link.get(), local.get());
+  if (e >= 0) e = rtnl_link_vxlan_set_port(link.get(), v.port);
+  if (e >= 0) e = rtnl_link_vxlan_set_learning(link.get(), 0);
+  if (e >= 0 && v.netns_fd >= 0) rtnl_link_set_ns_fd(link.get(), v.netns_fd);
+  nl_msg* msg = nullptr;
+  if (e >= 0) e = rtnl_link_build_add_request(link.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
+  queue(msg, e, what);
 }
 
 void Batch::set_up(int ifindex) { set_link(ifindex, true); }

@@ -24,6 +24,19 @@ struct VethSpec {
   uint32_t mtu = 1500;
   int peer_netns_fd = -1;             // the peer is created straight into this namespace (-1: same)
 };
+// A point-to-point VXLAN port (a link cut between machines): every frame to one remote
+// address, no learning. Created in the sender's namespace (its UDP socket stays there) and
+// put straight into `netns_fd`'s.
+struct VxlanSpec {
+  std::string name;
+  int ifindex = 0;  // requested, in the target namespace
+  Mac mac{};
+  uint32_t mtu = 1500;
+  uint32_t vni = 0;
+  uint32_t local = 0, remote = 0;  // underlay IPv4, host order
+  uint16_t port = 4789;
+  int netns_fd = -1;
+};
 struct AddrSpec {
   int ifindex = 0;
   uint32_t addr = 0;
@@ -94,6 +107,7 @@ class Batch {
 
   // Creates the pair with this end up; the peer comes up with set_up() in its namespace.
   void add_veth(const VethSpec& v);
+  void add_vxlan(const VxlanSpec& v);
   void set_up(int ifindex);
   void set_link(int ifindex, bool up);  // administrative state
   void add_addr(const AddrSpec& a);

@@ -1,7 +1,9 @@
 #include "netlink/query.h"
 
+#include <arpa/inet.h>
 #include <linux/if.h>
 #include <netlink/cache.h>
+#include <netlink/route/addr.h>
 #include <netlink/route/class.h>
 #include <netlink/route/link.h>
 #include <netlink/route/qdisc.h>
@@ -11,6 +13,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <memory>
 
 namespace rocelab::netlink {
@@ -30,6 +33,25 @@ LinkInfo info_of(rtnl_link* l) {
 }
 
 }  // namespace
+
+std::optional<LinkInfo> link_with_address(RouteSocket& s, uint32_t addr, Status& st) {
+  nl_cache* raw = nullptr;
+  if (int e = rtnl_addr_alloc_cache(s.get(), &raw); e < 0) {
+    st = Status::from_nl(e, "list addresses");
+    return std::nullopt;
+  }
+  CachePtr addrs(raw);
+  const uint32_t want = htonl(addr);
+  for (nl_object* o = nl_cache_get_first(addrs.get()); o; o = nl_cache_get_next(o)) {
+    auto* a = reinterpret_cast<rtnl_addr*>(o);
+    nl_addr* local = rtnl_addr_get_local(a);
+    if (rtnl_addr_get_family(a) != AF_INET || !local || nl_addr_get_len(local) != 4 ||
+        std::memcmp(nl_addr_get_binary_addr(local), &want, 4) != 0)
+      continue;
+    return link(s, rtnl_addr_get_ifindex(a), st);
+  }
+  return std::nullopt;
+}
 
 std::optional<std::vector<LinkInfo>> list_links(RouteSocket& s, int min_ifindex, Status& st) {
   nl_cache* raw = nullptr;

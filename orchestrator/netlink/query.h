@@ -24,6 +24,8 @@ struct LinkInfo {
 // Every interface with ifindex >= min_ifindex.
 std::optional<std::vector<LinkInfo>> list_links(RouteSocket& s, int min_ifindex, Status& st);
 std::optional<LinkInfo> link(RouteSocket& s, int ifindex, Status& st);
+// The interface that holds IPv4 address `addr` (host order); nullopt with st ok: none does.
+std::optional<LinkInfo> link_with_address(RouteSocket& s, uint32_t addr, Status& st);
 
 // What HTB counted for each leaf class MAJOR:(class_base + p) of a port.
 struct ClassStats {

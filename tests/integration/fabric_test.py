@@ -107,11 +107,12 @@ def icmp_echo(ident, seq):
     return hdr[:2] + struct.pack("!H", ~s & 0xFFFF) + hdr[4:]
 
 
-def ping_all(instance, nics):
-    """Pings every host NIC from every other host's NICs; returns the pairs that failed."""
+def ping_all(instance, nics, ns_of=None):
+    """Pings every host NIC from every other host's NICs; returns the pairs that failed.
+    `ns_of(host)`: the host's namespace, when not rl-INSTANCE.HOST (a split fabric)."""
     socks = []
     for host, ifname, addr in nics:
-        with InNetns(f"rl-{instance}.{host}"):
+        with InNetns(ns_of(host) if ns_of else f"rl-{instance}.{host}"):
             s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
             s.bind((addr, 0))
             s.setblocking(False)
@@ -313,6 +314,150 @@ class Fabric(unittest.TestCase):
             self.assertEqual(r.returncode, 3, bad[:20])
         self.assertEqual([n for n in os.listdir(NETNS_DIR) if "reboot" in n or "/" in n or len(n) > 200], [])
         self.assertEqual(leftovers(self.instance), [])
+
+
+@unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")
+class Split(unittest.TestCase):
+    """One fabric over two "machines" (docs/multi-machine.md): two namespaces standing for
+    them, joined by a veth underlay; `up --part I/2` in each (nsenter, as on a machine of its
+    own), cut links as VXLAN ports. Pings cross the cut, and so does PFC: a 2:1 incast from
+    part 1's hosts into a host of part 0 is held by pause frames that travel over VXLAN, and
+    every datagram arrives. Uplinks at 400G: the senders' two flows meet first at the
+    receiver's leaf, in part 0, whichever spines they hash to."""
+    base = f"sp{PID}"
+    parts = [f"sp{PID}a", f"sp{PID}b"]
+    underlay = ["198.19.254.0", "198.19.254.1"]
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-split-")
+        self.machines = [f"rl-{self.base}.m0", f"rl-{self.base}.m1"]
+        for m in self.machines:
+            subprocess.run(["ip", "netns", "add", m], check=True)
+        subprocess.run(["ip", "-n", self.machines[0], "link", "add", "u0", "mtu", "9000", "type", "veth", "peer", "u1",
+                        "mtu", "9000", "netns", self.machines[1]], check=True)
+        for i, m in enumerate(self.machines):
+            subprocess.run(["ip", "-n", m, "addr", "add", f"{self.underlay[i]}/31", "dev", f"u{i}"], check=True)
+            subprocess.run(["ip", "-n", m, "link", "set", f"u{i}", "up"], check=True)
+        self.path = os.path.join(self.tmp, "s.yaml")
+        with open(self.path, "w") as f:
+            f.write("name: split\nscale: 1000\ndefaults: {rate: 100G, mtu: 4200}\nqos: {profile: pfc-only}\n"
+                    "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}\n")
+
+    def tearDown(self):
+        for name in self.parts:
+            rocelab("down", name)
+        for m in self.machines:
+            subprocess.run(["ip", "netns", "del", m], capture_output=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        for name in self.parts + [self.base]:
+            self.assertEqual(leftovers(name), [])
+
+    def up(self, i, *extra):
+        return subprocess.run(["nsenter", f"--net={NETNS_DIR}/{self.machines[i]}", ROCELAB, "up", "--instance",
+                               self.parts[i], "--part", f"{i}/2", "--peers", ",".join(self.underlay), *extra, self.path],
+                              capture_output=True, text=True, timeout=120)
+
+    def test_bad_split_options_are_refused_and_leave_nothing(self):
+        for args, says in ((["--part", "2/2", "--peers", "1.2.3.4,1.2.3.5"], "I below M"),
+                           (["--part", "0/2", "--peers", "1.2.3.4"], "1 addresses for 2 parts"),
+                           (["--part", "0/x", "--peers", "1.2.3.4,1.2.3.5"], "expected I/M"),
+                           (["--part", "0/2", "--peers", "1.2.3.4,bad"], "'bad' is not an IPv4 address"),
+                           (["--part", "0/2"], "go together")):
+            r = rocelab("up", "--instance", self.parts[0], *args, self.path)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            self.assertIn(says, r.stderr)
+        # Addresses this machine does not have: refused before any namespace is made.
+        r = rocelab("up", "--instance", self.parts[0], "--part", "0/2", "--peers", "198.19.253.0,198.19.253.1", self.path)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("no interface of this machine has the underlay address 198.19.253.0", r.stderr)
+        self.assertEqual(leftovers(self.parts[0]), [])
+        # An underlay that cannot carry a 4200-byte frame and VXLAN's 50.
+        subprocess.run(["ip", "-n", self.machines[0], "link", "set", "u0", "mtu", "4000"], check=True)
+        r = self.up(0)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("has MTU 4000", r.stderr)
+        self.assertIn("needs 4250", r.stderr)
+        self.assertEqual(leftovers(self.parts[0]), [])
+
+    def test_pings_and_pfc_cross_the_cut_links(self):
+        for i in (0, 1):
+            r = self.up(i)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        doc = resolved(self.path)
+        part_of = {}
+        for host, _, _ in host_nics(doc):
+            part_of[host] = 0 if os.path.exists(f"{NETNS_DIR}/rl-{self.parts[0]}.{host}") else 1
+            self.assertTrue(os.path.exists(f"{NETNS_DIR}/rl-{self.parts[part_of[host]]}.{host}"), host)
+        self.assertEqual(sorted(part_of.values()), [0, 0, 1, 1])
+        ns_of = lambda node: f"rl-{self.parts[part_of.get(node, 0)]}.{node}"
+        # The cut links: VXLAN ports, one VNI a link, toward the other machine.
+        info = json.loads(subprocess.run(["ip", "-n", f"rl-{self.parts[0]}.leaf1", "-d", "-j", "link", "show", "spine2"],
+                                         capture_output=True, text=True, check=True).stdout)[0]
+        self.assertEqual(info["linkinfo"]["info_kind"], "vxlan")
+        self.assertEqual(info["linkinfo"]["info_data"]["remote"], self.underlay[1])
+        self.assertEqual(info["linkinfo"]["info_data"]["port"], 4789)
+        self.assertEqual(info["mtu"], 4200)
+        failed, pairs = ping_all(None, host_nics(doc), ns_of)
+        self.assertEqual(failed, [], f"{len(failed)} of {pairs} pairs unreachable")
+        self.assertEqual(pairs, 12)
+
+        # 2:1 incast on the lossless priority (DSCP 26) from part 1's hosts into host1.
+        nics = {h: a for h, _, a in host_nics(doc)}
+        senders = [h for h in nics if part_of[h] == 1]
+        target = "host1" if part_of["host1"] == 0 else "host3"
+        with InNetns(ns_of(target)):
+            rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+            rx.bind((nics[target], 9000))
+        txs = []
+        for h in senders:
+            with InNetns(ns_of(h)):
+                tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                tx.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 26 << 2)
+                tx.bind((nics[h], 0))
+                txs.append(tx)
+        count, size = 1500, 1400
+        payload = b"x" * size
+
+        def blast(tx):
+            for _ in range(count):
+                tx.sendto(payload, (nics[target], 9000))
+
+        import threading
+        threads = [threading.Thread(target=blast, args=(tx,)) for tx in txs]
+        for t in threads:
+            t.start()
+        got, rx_bytes = 0, 0
+        rx.settimeout(3.0)
+        try:
+            while got < count * len(txs):
+                rx_bytes += len(rx.recv(65536))
+                got += 1
+        except socket.timeout:
+            pass
+        for t in threads:
+            t.join()
+        for sock in txs + [rx]:
+            sock.close()
+        self.assertEqual(got, count * len(txs), "lossless: every datagram arrives")
+
+        def stats(i):
+            r = subprocess.run([ROCELAB, "stats", "-j", "--instance", self.parts[i]], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return json.loads(r.stdout)["ports"]
+
+        cut = {(0, "leaf1", "spine2"), (0, "spine1", "leaf2"), (1, "leaf2", "spine1"), (1, "spine2", "leaf1")}
+        pfc_over_cut, lossless_drops = 0, 0
+        for i in (0, 1):
+            for p in stats(i):
+                prio3 = p["priorities"][3]
+                lossless_drops += sum(prio3["drops"].values())
+                if (i, p["node"], p["port"]) in cut:
+                    pfc_over_cut += prio3["pfc_rx"]
+        self.assertGreater(pfc_over_cut, 0, "pause frames crossed a VXLAN cut link")
+        self.assertEqual(lossless_drops, 0)
+        print(f"split: {got} of {count * len(txs)} datagrams of a 2:1 incast across the cut, {pfc_over_cut} PFC frames "
+              f"received over VXLAN cut links, {lossless_drops} lossless drops", file=sys.stderr)
 
 
 @unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")
