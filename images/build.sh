@@ -78,13 +78,15 @@ mkdir -p "$out"
 cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz.new"
 
 # Only the modules rxe, veth and the 9p share need, with what they depend on (rxe's ICRC
-# asks the crypto API for crc32, a module no dependency names; virtio_pci may be one too).
+# asks the crypto API for crc32, a module no dependency names; virtio_pci may be one too),
+# and virtio_net with vxlan for a fabric split over two guests (a NIC on the underlay, the
+# cut links' ports).
 depmod -b "$root" "$kver"
 # With rocelab in the image, its qdiscs and classifiers too (the kernel loads them on demand).
 sched=""
 [ -z "$rocelab" ] || sched=$(cd "$root/lib/modules/$kver/kernel/net/sched" && ls | sed 's/\.ko.*$//' | tr '\n' ' ')
 # shellcheck disable=SC2086
-mods=$(modprobe -a -d "$root" -S "$kver" --show-depends virtio_pci rdma_rxe crc32_generic crc32_pclmul veth 9p 9pnet_virtio $sched 2>/dev/null | awk '$1 == "insmod" {print $2}')
+mods=$(modprobe -a -d "$root" -S "$kver" --show-depends virtio_pci rdma_rxe crc32_generic crc32_pclmul veth 9p 9pnet_virtio virtio_net vxlan $sched 2>/dev/null | awk '$1 == "insmod" {print $2}')
 [ -n "$mods" ] || { echo "images/build.sh: modprobe found no rdma_rxe in $kver" >&2; exit 4; }
 keep=$work/keep
 mkdir -p "$keep/lib/modules/$kver"
@@ -127,7 +129,7 @@ export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 export ROCELAB_DEDICATED_MACHINE=1
 # Full paths: busybox sh runs its own applets (modprobe, ip) before anything on PATH, and
 # they lack what kmod (xz modules) and iproute2 (rules by oif) have.
-/usr/sbin/modprobe -a virtio_pci 9pnet_virtio 9p veth crc32_generic crc32_pclmul rdma_rxe 2>/dev/null
+/usr/sbin/modprobe -a virtio_pci 9pnet_virtio 9p veth crc32_generic crc32_pclmul rdma_rxe virtio_net 2>/dev/null
 /usr/bin/ip link set lo up
 if $bb mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144 job /job && [ -x /job/job.sh ]; then
   $bb sh /job/job.sh > /job/job.log 2>&1

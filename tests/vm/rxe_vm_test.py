@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -66,15 +67,40 @@ exit $rc
 """
 
 
+def qemu_cmd(image_dir, job_dir, accel, extra=()):
+    return [QEMU, "-machine", "q35", "-accel", accel, "-cpu", "max" if accel.startswith("tcg") else "host",
+            "-m", "2048", "-smp", "2", "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
+            "-kernel", os.path.join(image_dir, "vmlinuz"), "-initrd", os.path.join(image_dir, "initrd.img"),
+            "-append", "console=ttyS0 quiet panic=-1",
+            "-virtfs", f"local,path={job_dir},mount_tag=job,security_model=none,id=job", *extra]
+
+
 def boot(image_dir, job_dir, accel, timeout):
-    cmd = [QEMU, "-machine", "q35", "-accel", accel, "-cpu", "max" if accel.startswith("tcg") else "host",
-           "-m", "2048", "-smp", "2", "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio",
-           "-kernel", os.path.join(image_dir, "vmlinuz"), "-initrd", os.path.join(image_dir, "initrd.img"),
-           "-append", "console=ttyS0 quiet panic=-1",
-           "-virtfs", f"local,path={job_dir},mount_tag=job,security_model=none,id=job"]
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(qemu_cmd(image_dir, job_dir, accel), capture_output=True, text=True, timeout=timeout)
     return p, time.time() - t0
+
+
+# A guest of a fabric split over two (docs/multi-machine.md): its NIC on the underlay (a qemu
+# socket link between the two guests, loopback TCP on this machine), its part up, then pings
+# across the cut links to a host of the other part until one answers, five more measured;
+# it keeps its part up a while for the other guest's pings, then reads its counters.
+SPLIT_JOB = r"""#!/bin/sh
+ip() {{ /usr/bin/ip "$@"; }}
+cd /job
+ip link set eth0 mtu 9000 up
+ip addr add {me}/31 dev eth0
+i=0; until /usr/bin/busybox ping -c 1 -W 1 {peer} > /dev/null 2>&1; do i=$((i+1)); [ $i -gt 180 ] && exit 20; done
+/usr/bin/rocelab up --part {part}/2 --peers {peers} split.yaml > up.txt 2>&1 || exit 10
+i=0
+until ip netns exec rl-split.{src} /usr/bin/busybox ping -c 1 -W 1 {dst} > /dev/null 2>&1; do
+  i=$((i+1)); [ $i -gt 180 ] && {{ /usr/bin/rocelab down split; exit 21; }}
+done
+ip netns exec rl-split.{src} /usr/bin/busybox ping -c 5 {dst} > ping.txt
+ip -n rl-split.{leaf} -d -j link show {cut} > cut.json
+sleep 20
+/usr/bin/rocelab down split || exit 12
+"""
 
 
 class Vm(unittest.TestCase):
@@ -299,6 +325,77 @@ class Vm(unittest.TestCase):
                   f"{seconds:.1f} s (TCG)", file=sys.stderr)
         finally:
             shutil.rmtree(job, ignore_errors=True)
+
+    def test_two_guests_carry_one_fabric_over_cut_links(self):
+        """Issue 22 (multi-machine): one leaf-spine fabric split over two guests, each a
+        kernel of its own, `up --part I/2` in each; the two uplinks between them are VXLAN
+        ports over the guests' underlay. Hosts of each part reach hosts of the other."""
+        if not ROCELAB:
+            self.skipTest("no --rocelab: the image carries no rocelab binary")
+        tmp = tempfile.mkdtemp(prefix="rocelab-vm-split-")
+        try:
+            scenario = ("name: split\nscale: 1000\ndefaults: {rate: 100G, mtu: 4200}\nqos: {profile: roce-lossless}\n"
+                        "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}\n")
+            path = os.path.join(tmp, "split.yaml")
+            with open(path, "w") as f:
+                f.write(scenario)
+            r = subprocess.run([ROCELAB, "validate", "--resolved", "-j", path], capture_output=True, text=True, check=True)
+            doc = json.loads(r.stdout)
+            addr = {n: d["interfaces"][0]["address"].split("/")[0] for n, d in doc["derived"]["nodes"].items()
+                    if n.startswith("host")}
+            under = ["198.19.254.0", "198.19.254.1"]
+            # Part 0 holds leaf1 with host1 and host2, part 1 leaf2 with host3 and host4
+            # (model/partition.h); each pings across, and shows one of its cut ports.
+            jobs, procs = [], []
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            for part, (src, dst, leaf, cut) in enumerate((("host1", "host3", "leaf1", "spine2"),
+                                                          ("host3", "host1", "leaf2", "spine1"))):
+                job = os.path.join(tmp, f"part{part}")
+                os.makedirs(job)
+                shutil.copy(path, job)
+                with open(os.path.join(job, "job.sh"), "w") as f:
+                    f.write(SPLIT_JOB.format(me=under[part], peer=under[1 - part], part=part, peers=",".join(under),
+                                             src=src, dst=addr[dst], leaf=leaf, cut=cut))
+                os.chmod(os.path.join(job, "job.sh"), 0o755)
+                mode = "listen" if part == 0 else "connect"
+                net = ["-netdev", f"socket,id=u,{mode}=127.0.0.1:{port}",
+                       "-device", f"virtio-net-pci,netdev=u,mac=52:54:00:52:4c:0{part}"]
+                procs.append(subprocess.Popen(qemu_cmd(IMAGE_DIR, job, "tcg,thread=multi", net),
+                                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+                jobs.append(job)
+                time.sleep(2)  # the listening guest's socket first
+            t0 = time.time()
+            outs = [p.communicate(timeout=900)[0] for p in procs]
+            seconds = time.time() - t0
+            rtts = []
+            for part, job in enumerate(jobs):
+                rc_path = os.path.join(job, "job.rc")
+                log = ""
+                if os.path.exists(os.path.join(job, "job.log")):
+                    with open(os.path.join(job, "job.log")) as f:
+                        log = f.read()
+                self.assertTrue(os.path.exists(rc_path), f"guest {part} ran no job:\n{outs[part][-2000:]}")
+                with open(rc_path) as f:
+                    self.assertEqual(f.read().strip(), "0", f"guest {part}:\n{log[-2000:]}")
+                with open(os.path.join(job, "up.txt")) as f:
+                    self.assertIn(f"part {part} of 2: 2 links cut to the other machines as VXLAN ports", f.read())
+                with open(os.path.join(job, "ping.txt")) as f:
+                    got = [float(x) for x in re.findall(r"time=([\d.]+) ms", f.read())]
+                self.assertEqual(len(got), 5, f"guest {part}")
+                rtts += got
+                with open(os.path.join(job, "cut.json")) as f:
+                    info = json.load(f)[0]
+                self.assertEqual(info["linkinfo"]["info_kind"], "vxlan")
+                self.assertEqual(info["linkinfo"]["info_data"]["remote"], under[1 - part])
+            print(f"vm: one fabric over two guests: pings across the cut links, {min(rtts):.2f}-{max(rtts):.2f} ms; "
+                  f"{seconds:.1f} s (TCG)", file=sys.stderr)
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
