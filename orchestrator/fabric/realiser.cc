@@ -60,6 +60,7 @@ struct LogEntries {
   std::vector<std::pair<std::string, std::string>> netns;  // (namespace, node)
   std::vector<std::string> wire_netns;                     // delayed links' middles (no node)
   std::vector<std::array<std::string, 4>> veths;           // ns a, if a, ns b, if b
+  std::vector<std::array<std::string, 4>> cuts;            // ns, if, NODE:IF at the far end, its machine
   std::vector<std::pair<int, uint64_t>> procs;             // (pid, start time)
   std::vector<std::string> files;
   std::vector<int> init_tables;  // routing tables (and their rules) of hosts in the init namespace
@@ -81,6 +82,9 @@ LogEntries parse_log(const std::vector<std::string>& lines) {
       std::string ns, node;
       in >> ns >> node;
       e.netns.emplace_back(ns, node);
+    } else if (key == "cut") {  // a cut link's local end (a VXLAN port); the namespace goes with it
+      std::array<std::string, 4> c;
+      if (in >> c[0] >> c[1] >> c[2] >> c[3]) e.cuts.push_back(c);
     } else if (key == "wirens") {
       std::string ns;
       if (in >> ns) e.wire_netns.push_back(ns);
@@ -378,6 +382,12 @@ void Fabric::plan_link_delay() {
     return;
   }
   apply_link_delay(plan_, prefix_of(instance_) + "_wire");
+  size_t cut_delayed = 0;  // a cut link's delay is the underlay's, whatever the scenario says
+  for (const CutLink& c : plan_.part.cuts) cut_delayed += plan_.nodes[c.node].ports[c.port].delay_ns > 0;
+  if (cut_delayed)
+    notes_.push_back("link delay is not applied to " + std::to_string(cut_delayed) +
+                     " links cut between machines: their delay is the underlay's");
+  if (plan_.wire.links.empty()) return;
   delay_summary_ = "link delay applied: " + std::to_string(plan_.wire.links.size()) + " links (up to " + longest +
                    " physical, " +
                    model::format_duration(model::Duration{int64_t(double(plan_.max_link_delay_ns) * plan_.scale)}) +
@@ -541,6 +551,14 @@ bool Fabric::make_cuts(Steps& st) {
       return false;
     }
   }
+  // Logged for `status` (the far end and its machine); the node's namespace takes it away.
+  std::vector<std::string> lines;
+  for (const CutLink& c : plan_.part.cuts) {
+    const PortPlan& p = plan_.nodes[c.node].ports[c.port];
+    lines.push_back("cut " + plan_.nodes[c.node].netns + " " + p.ifname + " " + plan_.nodes[p.peer_node].node + ":" +
+                    p.peer_ifname + " " + model::format_ipv4(c.remote));
+  }
+  if (!log_->append(lines, st.why)) return false;
   netlink::Batch b(*sock);
   for (const CutLink& c : plan_.part.cuts) {
     const PortPlan& p = plan_.nodes[c.node].ports[c.port];
@@ -760,7 +778,7 @@ std::optional<InstanceStatus> instance_status(const std::string& instance, bool 
   st.started = e.started;
   st.pid = e.pid;
   st.state = e.ready ? "up" : "incomplete";
-  st.links = e.veths.size();
+  st.links = e.veths.size() + e.cuts.size();
   if (!e.procs.empty()) {
     st.agent_pid = e.procs.front().first;
     st.agent_running = sys::process_starttime(st.agent_pid) == e.procs.front().second;
@@ -772,6 +790,7 @@ std::optional<InstanceStatus> instance_status(const std::string& instance, bool 
     peers[v[0]][v[1]] = node_of[v[2]] + ":" + v[3];
     peers[v[2]][v[3]] = node_of[v[0]] + ":" + v[1];
   }
+  for (const auto& c : e.cuts) peers[c[0]][c[1]] = c[2] + " (VXLAN to " + c[3] + ")";
   for (const auto& [ns, node] : e.netns) {
     NodeStatus n;
     n.node = node;

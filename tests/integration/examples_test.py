@@ -27,6 +27,8 @@ SKIPPED = {
     "tcpdump": "captures until interrupted (tests/integration/engine_test.py runs the same capture)",
     "images/build.sh": "builds the VM image: the vm tier (tests/vm/rxe_vm_test.py) runs it with --rocelab",
     "run --vm": "boots the VM image: the vm tier (tests/vm/rxe_vm_test.py) runs a scenario with run --vm",
+    "up --part": "needs the machines its --peers name: fabric_test.py Split runs up --part with two namespaces "
+                 "standing for them, and the vm tier with two guests",
 }
 
 # The order examples run in, with the clean-up between them that is not an example.

@@ -397,6 +397,12 @@ class Split(unittest.TestCase):
         self.assertEqual(info["linkinfo"]["info_data"]["remote"], self.underlay[1])
         self.assertEqual(info["linkinfo"]["info_data"]["port"], 4789)
         self.assertEqual(info["mtu"], 4200)
+        st = json.loads(rocelab("status", "-j", self.parts[0]).stdout)
+        self.assertEqual(st["links"], 5, "host1-leaf1, host2-leaf1, leaf1-spine1 and the two cut ones")
+        leaf1 = next(n for n in st["nodes"] if n["node"] == "leaf1")
+        peers = {i["name"]: i["peer"] for i in leaf1["interfaces"]}
+        self.assertEqual(peers["spine2"], f"spine2:leaf1 (VXLAN to {self.underlay[1]})")
+        self.assertEqual(peers["spine1"], "spine1:leaf1")
         failed, pairs = ping_all(None, host_nics(doc), ns_of)
         self.assertEqual(failed, [], f"{len(failed)} of {pairs} pairs unreachable")
         self.assertEqual(pairs, 12)
