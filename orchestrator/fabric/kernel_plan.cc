@@ -196,10 +196,16 @@ KernelPlan plan_kernel(const model::Scenario& s, bool hosts_in_init) {
   return kp;
 }
 
+namespace {
+// 2 x delay x rate, with rate and delay as emulated (physical / D and x D): physical bytes.
+uint64_t link_round_trip(const PortPlan& p, double scale) {
+  return p.delay_ns > 0 ? uint64_t(2.0 * double(p.rate_bps) / 8 * double(p.delay_ns) * scale / 1e9) : 0;
+}
+}  // namespace
+
 uint64_t round_trip_bytes(const KernelPlan& kp, const PortPlan& p) {
-  if (kp.wire.netns.empty() || p.delay_ns <= 0) return 0;
-  // Rate and delay as emulated (physical / D and x D): the bytes are the physical ones.
-  return uint64_t(2.0 * double(p.rate_bps) / 8 * double(p.delay_ns) * kp.scale / 1e9);
+  const bool wired = p.link < kp.veths.size() && kp.veths[p.link].wire >= 0;  // applied only through the wire
+  return wired ? link_round_trip(p, kp.scale) : 0;
 }
 
 std::vector<bpf::HeadroomPort> headroom_inputs(const KernelPlan& kp, const NodePlan& np) {
@@ -234,22 +240,16 @@ void apply_link_delay(KernelPlan& kp, const std::string& wire_netns) {
   for (size_t li = 0; li < kp.veths.size(); ++li) {
     VethPlan& v = kp.veths[li];
     const PortPlan& a = kp.nodes[v.a_node].ports[v.a_port];
+    v.wire = -1;
     // Within this machine only: a cut link's delay is the underlay's.
     if (a.delay_ns <= 0 || !kp.part.has(v.a_node) || !kp.part.has(v.b_node)) continue;
     v.wire = int(kp.wire.links.size());
-    WirePlan::Link w;
-    w.link = li;
-    w.delay_ns = uint64_t(double(a.delay_ns) * kp.scale);
-    kp.wire.links.push_back(w);
+    // netem holds every packet in flight on the link: its round trip's bytes over the
+    // smallest frame, beyond netem's default of 1,000.
+    kp.wire.links.push_back({li, uint64_t(double(a.delay_ns) * kp.scale),
+                             uint32_t(std::min<uint64_t>(1000 + link_round_trip(a, kp.scale) / 64, 1u << 20))});
   }
-  if (kp.wire.links.empty()) return;
-  kp.wire.netns = wire_netns;
-  // netem holds every packet in flight on the link: its round trip's bytes (physical, as
-  // emulated) over the smallest frame, beyond netem's default of 1,000.
-  for (auto& w : kp.wire.links) {
-    const VethPlan& v = kp.veths[w.link];
-    w.limit = uint32_t(std::min<uint64_t>(1000 + round_trip_bytes(kp, kp.nodes[v.a_node].ports[v.a_port]) / 64, 1u << 20));
-  }
+  if (!kp.wire.links.empty()) kp.wire.netns = wire_netns;
 }
 
 netlink::SchedulerSpec scheduler_of(const KernelPlan& kp, const NodePlan& np, const PortPlan& p) {

@@ -420,19 +420,28 @@ int append_to_options(nl_msg* msg, int type, uint32_t value) {
   return 0;
 }
 
+// RTM_NEWQDISC of `kind` on a device, options to follow (libnl's qdisc objects know neither
+// shared blocks nor netem's 64-bit latency). Null when out of memory.
+nl_msg* qdisc_request(int flags, int ifindex, uint32_t parent, uint32_t handle, const char* kind, int& e) {
+  nl_msg* m = nlmsg_alloc_simple(RTM_NEWQDISC, flags);
+  if (!m) return nullptr;
+  tcmsg t{};
+  t.tcm_family = AF_UNSPEC;
+  t.tcm_ifindex = ifindex;
+  t.tcm_parent = parent;
+  t.tcm_handle = handle;
+  e = nlmsg_append(m, &t, sizeof t, NLMSG_ALIGNTO);
+  if (e >= 0) e = nla_put_string(m, TCA_KIND, kind);
+  return m;
+}
+
 }  // namespace
 
 void Batch::add_shared_clsact(int ifindex, uint32_t ingress_block, uint32_t egress_block) {
   const std::string what = "interface " + std::to_string(ifindex) + ": clsact on shared blocks";
-  nl_msg* m = nlmsg_alloc_simple(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_EXCL);
+  int e = 0;
+  nl_msg* m = qdisc_request(NLM_F_CREATE | NLM_F_EXCL, ifindex, TC_H_CLSACT, TC_H_MAKE(TC_H_CLSACT, 0), "clsact", e);
   if (!m) return queue(nullptr, -NLE_NOMEM, what);
-  tcmsg t{};
-  t.tcm_family = AF_UNSPEC;
-  t.tcm_ifindex = ifindex;
-  t.tcm_parent = TC_H_CLSACT;
-  t.tcm_handle = TC_H_MAKE(TC_H_CLSACT, 0);
-  int e = nlmsg_append(m, &t, sizeof t, NLMSG_ALIGNTO);
-  if (e >= 0) e = nla_put_string(m, TCA_KIND, "clsact");
   if (e >= 0) e = nla_put_u32(m, TCA_INGRESS_BLOCK, ingress_block);
   if (e >= 0) e = nla_put_u32(m, TCA_EGRESS_BLOCK, egress_block);
   queue(m, e, what);
@@ -461,19 +470,13 @@ void Batch::add_block_bpf(uint32_t block, int prog_fd, const std::string& name) 
 
 void Batch::add_netem(int ifindex, uint64_t delay_ns, uint32_t limit) {
   const std::string what = "interface " + std::to_string(ifindex) + ": netem delay " + std::to_string(delay_ns) + " ns";
-  nl_msg* m = nlmsg_alloc_simple(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE);
+  int e = 0;
+  nl_msg* m = qdisc_request(NLM_F_CREATE | NLM_F_REPLACE, ifindex, TC_H_ROOT, TC_H_MAKE(1u << 16, 0), "netem", e);
   if (!m) return queue(nullptr, -NLE_NOMEM, what);
-  tcmsg t{};
-  t.tcm_family = AF_UNSPEC;
-  t.tcm_ifindex = ifindex;
-  t.tcm_parent = TC_H_ROOT;
-  t.tcm_handle = TC_H_MAKE(1u << 16, 0);
   // netem's options are its fixed struct followed by attributes; the delay goes as
   // TCA_NETEM_LATENCY64 (nanoseconds) rather than the struct's scheduler ticks.
   tc_netem_qopt q{};
   q.limit = limit;
-  int e = nlmsg_append(m, &t, sizeof t, NLMSG_ALIGNTO);
-  if (e >= 0) e = nla_put_string(m, TCA_KIND, "netem");
   nlattr* opts = e >= 0 ? nla_nest_start(m, TCA_OPTIONS) : nullptr;
   if (e >= 0 && !opts) e = -NLE_NOMEM;
   if (e >= 0) e = nlmsg_append(m, &q, sizeof q, NLMSG_ALIGNTO);

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "fabric/kernel_plan.h"
+#include "model/partition.h"
 #include "sys/host_info.h"
 #include "test_util.h"
 
@@ -282,4 +283,34 @@ links: [{endpoints: [h1, sw], delay: 1us}]
 )"));
   fabric::apply_link_delay(given, "rl-kp._wire");
   EXPECT_EQ(fabric::headroom_inputs(given, given.nodes[0]).front().base, 50u * 1024);
+}
+
+// A link cut between machines keeps its delay out of the wire and out of its headroom (the
+// underlay's latency is what it has); the machine's own delayed links get both.
+TEST(KernelPlan, CutLinksTakeNoWireAndNoRoundTrip) {
+  const auto s = must_load("name: kp\nscale: 1000\ndefaults: {rate: 100G, delay: 1us}\n"
+                           "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n");
+  std::string why;
+  const auto p = model::partition(s, 2, why);
+  ASSERT_TRUE(p) << why;
+  auto kp = fabric::plan_kernel(s);
+  fabric::take_part(kp, *p, 0, {0xC612FE00, 0xC612FE01});
+  fabric::apply_link_delay(kp, "rl-kp._wire");
+  ASSERT_EQ(kp.part.cuts.size(), 2u);
+  size_t wired = 0;
+  for (size_t x = 0; x < kp.nodes.size(); ++x) {
+    if (!kp.part.has(x)) continue;
+    for (const auto& port : kp.nodes[x].ports) {
+      if (port.cut >= 0) {
+        EXPECT_EQ(kp.veths[port.link].wire, -1) << kp.nodes[x].node << ":" << port.ifname;
+        EXPECT_EQ(fabric::round_trip_bytes(kp, port), 0u) << kp.nodes[x].node << ":" << port.ifname;
+      } else {
+        EXPECT_GE(kp.veths[port.link].wire, 0);
+        EXPECT_EQ(fabric::round_trip_bytes(kp, port), 25'000u);  // 2 x 1 us x 100 Gbit/s
+        ++wired;
+      }
+    }
+  }
+  EXPECT_EQ(kp.wire.links.size(), 3u) << "part 0's two host links and leaf1-spine1";
+  EXPECT_EQ(wired, 6u) << "each of those links' two ends";
 }
