@@ -11,6 +11,8 @@
 #include <numeric>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/wire.h"
 #include "model/percentile.h"
 #include "sys/host_info.h"
@@ -27,8 +29,13 @@ constexpr uint32_t kTxDepth = 16;           // messages in flight per QP (point 
 constexpr size_t kTraceMax = 2000;
 constexpr uint64_t kBaseVa = 0x10000000;
 
+constexpr size_t kElsewhere = SIZE_MAX;  // a QP end that another machine of a split fabric runs
+
 struct Qpair {
-  size_t req = 0, resp = 0;  // backend QP ids
+  size_t req = 0, resp = 0;  // backend QP ids (kElsewhere: on another machine)
+  uint32_t mtu = 0;          // the QP's path MTU
+  // The ends another machine ran, as it reported them when the traffic ended.
+  std::optional<engine::QpReport> req_far, resp_far;
   uint64_t posted = 0, completed = 0, errors = 0;
   uint64_t bytes_posted = 0;
   uint32_t expect_crc = 0;  // CRC-32 of every payload byte posted, in order
@@ -43,6 +50,10 @@ struct Flow {
   Nanos started = -1, finished = -1;
   bool trace_closed = false;  // its rate trace has its last point, at `finished`
   FlowResult r;
+  // Split fabric: what the responder delivered over time, traced where it runs, and the
+  // machines of its ends (set when the figures are traded).
+  std::vector<std::pair<double, uint64_t>> delivered_trace;
+  size_t req_part = 0, resp_part = 0;
 };
 
 struct Job {
@@ -52,6 +63,7 @@ struct Job {
   Nanos start = 0;  // emulated, from t0
   bool started = false, done = false;
   bool aborted = false;  // a collective stops at its first failed QP, as NCCL aborts
+  bool serve_only = false;  // split fabric: only ping-pong responders here (they answer until the end)
   uint64_t round = 0;
   Nanos op_started = 0;
   std::vector<double> op_seconds;
@@ -78,7 +90,7 @@ uint64_t wire_bytes(uint64_t message, uint32_t mtu) {
 class Session {
  public:
   Session(const model::Scenario& s, const Ranks& ranks, fabric::Testbed& t, Backend& b, const RunnerOptions& o)
-      : s_(s), ranks_(ranks), t_(t), b_(b), o_(o), psn_(s.seed ^ 0x70736eull) {}
+      : s_(s), ranks_(ranks), t_(t), b_(b), o_(o), psn_(s.seed ^ 0x70736eull), parts_(o.parts) {}
 
   Status build(std::vector<JobSpec> specs);
   Status fits_in_memory(const std::map<size_t, uint64_t>& regions) const;
@@ -101,6 +113,14 @@ class Session {
   void step_lockstep(Job& j, Nanos now);
   void step_streaming(Job& j, Nanos now);
   void sample(Nanos now);
+  bool here(size_t rank) const { return ranks_.plan().part.has(ranks_[rank].node); }
+  bool agreed(const std::string& tag, bool failed, bool& any_failed);
+  bool ended();
+  nlohmann::json my_ends(const WorkloadRun& totals) const;
+  Status take_far_flow(const nlohmann::json& e, size_t part);
+  Status take_far_ends(const std::vector<std::string>& parts, WorkloadRun& out);
+  engine::QpReport req_of(const Qpair& q) const { return q.req_far ? *q.req_far : b_.qp_counters(q.req); }
+  engine::QpReport resp_of(const Qpair& q) const { return q.resp_far ? *q.resp_far : b_.qp_counters(q.resp); }
   FlowResult flow_result(Flow& f);
   WorkloadResult workload_result(const Job& j, const WorkloadRun& out);
   void totals(WorkloadRun& out) const;
@@ -123,6 +143,9 @@ class Session {
   std::map<uint64_t, Pattern> patterns_;  // by size
   Nanos t0_ = 0, next_trace_ = 0, next_progress_ = 0;
   uint64_t total_bytes_ = 0, done_bytes_ = 0;
+  Nanos max_rto_ = 0;  // the longest first timeout of any QP (emulated)
+  sys::Rendezvous* parts_ = nullptr;  // split fabric: the other machines
+  std::optional<Error> part_error_;   // a part stopped, or could not be reached
 };
 
 const Session::Pattern& Session::pattern(uint64_t size) {
@@ -147,7 +170,6 @@ Result<size_t> Session::endpoint(size_t rank) {
                              place, std::max<size_t>(hosts.size(), 1)});
   if (!ep) return ep.error();
   nic_[*ep] = n.node + ":" + p.ifname;
-  next_qpn_[rank] = 0x100;
   return endpoint_[rank] = *ep;
 }
 
@@ -166,29 +188,44 @@ std::function<sys::Nanos()> Session::pause_clock(size_t rank, uint8_t tos) {
 Status Session::add_flow(size_t job, const FlowSpec& spec) {
   if (spec.src == SIZE_MAX || spec.dst == SIZE_MAX) return error(Errc::kBadInput, "a flow names a GPU the fabric lacks");
   const uint8_t tos = uint8_t(jobs_[job].w->dscp << 2 | 0x2);  // ECT(0): DCQCN needs marks
-  auto ea = endpoint(spec.src);
+  // Each end where its host is (a split fabric runs the other end elsewhere); the numbers
+  // below are drawn for every flow alike, so both machines give a QP the same ones.
+  const bool src_here = here(spec.src), dst_here = here(spec.dst);
+  Result<size_t> ea = src_here ? endpoint(spec.src) : Result<size_t>(kElsewhere);
   if (!ea) return ea.error();
-  auto eb = endpoint(spec.dst);
+  Result<size_t> eb = dst_here ? endpoint(spec.dst) : Result<size_t>(kElsewhere);
   if (!eb) return eb.error();
   Flow f;
   f.job = job;
   f.spec = spec;
   const auto &A = ranks_.nic(spec.src), &B = ranks_.nic(spec.dst);
   const engine::RcConfig rc = rc_config(ib_mtu_for(std::min(A.mtu, B.mtu)), std::min(line(spec.src), line(spec.dst)), s_.scale, s_.hosts.rc);
+  max_rto_ = std::max(max_rto_, rc.rto);
   // Source ports seeded by (node, GPU): GPU 0 keeps the node's own.
   const auto seed_of = [&](size_t r) { return uint32_t(ranks_[r].node) + (uint32_t(ranks_[r].gpu) << 16); };
   for (int q = 0; q < spec.qps; ++q) {
-    const uint32_t qa = next_qpn_[spec.src]++, qb = next_qpn_[spec.dst]++;
+    const uint32_t qa = next_qpn_.try_emplace(spec.src, 0x100).first->second++;
+    const uint32_t qb = next_qpn_.try_emplace(spec.dst, 0x100).first->second++;
     const uint32_t pa = uint32_t(psn_()) & engine::kPsnMask, pb = uint32_t(psn_()) & engine::kPsnMask;
-    if (!nic_pause_.count(*ea))
-      if (auto clock = pause_clock(spec.src, tos)) nic_pause_[*ea] = {clock, clock()};
-    auto x = b_.add_qp(*ea, {qa, B.addr, qb, engine::qp_source_port(s_.seed, seed_of(spec.src), qa), pa, pb, rc, tos,
-                             pause_clock(spec.src, tos)});
-    if (!x) return x.error();
-    auto y = b_.add_qp(*eb, {qb, A.addr, qa, engine::qp_source_port(s_.seed, seed_of(spec.dst), qb), pb, pa, rc, tos,
-                             pause_clock(spec.dst, tos)});
-    if (!y) return y.error();
-    f.qps.push_back({*x, *y});
+    Qpair qp;
+    qp.req = qp.resp = kElsewhere;
+    qp.mtu = rc.mtu;
+    if (src_here) {
+      if (!nic_pause_.count(*ea))
+        if (auto clock = pause_clock(spec.src, tos)) nic_pause_[*ea] = {clock, clock()};
+      auto x = b_.add_qp(*ea, {qa, B.addr, qb, engine::qp_source_port(s_.seed, seed_of(spec.src), qa), pa, pb, rc, tos,
+                               pause_clock(spec.src, tos)});
+      if (!x) return x.error();
+      qp.req = *x;
+      qp.mtu = b_.mtu(*x);
+    }
+    if (dst_here) {
+      auto y = b_.add_qp(*eb, {qb, A.addr, qa, engine::qp_source_port(s_.seed, seed_of(spec.dst), qb), pb, pa, rc, tos,
+                               pause_clock(spec.dst, tos)});
+      if (!y) return y.error();
+      qp.resp = *y;
+    }
+    f.qps.push_back(std::move(qp));
   }
   f.r.workload = jobs_[job].w->name;
   f.r.from = ranks_.label(spec.src);
@@ -206,7 +243,8 @@ Status Session::fits_in_memory(const std::map<size_t, uint64_t>& regions) const 
   uint64_t bytes = 0;
   std::set<uint64_t> sizes;
   for (const auto& [rank, n] : regions) bytes += n;
-  for (const auto& f : flows_) sizes.insert(f.spec.message);
+  for (const auto& f : flows_)
+    if (here(f.spec.src)) sizes.insert(f.spec.message);
   for (uint64_t n : sizes) bytes += n;
   const auto avail = sys::memory_available();
   if (!avail || bytes <= *avail / 10 * 9) return ok();
@@ -229,7 +267,8 @@ Status Session::build(std::vector<JobSpec> specs) {
   }
   // Responder memory: one region per GPU, as large as the largest message it receives.
   std::map<size_t, uint64_t> need;
-  for (const auto& f : flows_) need[f.spec.dst] = std::max(need[f.spec.dst], f.spec.message);
+  for (const auto& f : flows_)
+    if (here(f.spec.dst)) need[f.spec.dst] = std::max(need[f.spec.dst], f.spec.message);
   if (auto st = fits_in_memory(need); !st) return st;
   for (auto& [rank, bytes] : need) {
     memory_[rank] = std::make_unique<std::vector<uint8_t>>(bytes);
@@ -253,6 +292,7 @@ void Session::collect(Job& j, Nanos now) {
   for (size_t fi : j.flows) {
     Flow& f = flows_[fi];
     for (auto& q : f.qps) {
+      if (q.req == kElsewhere) continue;
       for (const auto& c : b_.poll(q.req)) {
         ++q.completed;
         if (!c.ok) ++q.errors;
@@ -274,8 +314,14 @@ void Session::step_pingpong(Job& j, Nanos now) {
   Flow& f = flows_[j.flows[0]];
   auto& q = f.qps[0];
   const Buffer& buf = pattern(f.spec.message).bytes;
-  while (b_.take_received(q.resp)) b_.post_send(q.resp, buf);  // the pong: the responder answers what it got
-  b_.poll(q.resp);
+  if (q.resp != kElsewhere) {
+    while (b_.take_received(q.resp)) b_.post_send(q.resp, buf);  // the pong: the responder answers what it got
+    b_.poll(q.resp);
+  }
+  if (q.req == kElsewhere) {  // the pinging end is another machine's: this one answers until the end
+    j.serve_only = j.done = true;
+    return;
+  }
   if (b_.take_received(q.req)) {
     j.rtts.push_back(double(now - j.ping_at) / 1e9);
     j.ping_out = false;
@@ -299,6 +345,12 @@ void Session::step_lockstep(Job& j, Nanos now) {
   bool failed = false;
   for (size_t fi : j.flows)
     for (auto& q : flows_[fi].qps) failed = failed || q.seen_by_peer;
+  if (!failed)
+    for (size_t fi : j.flows)
+      for (auto& q : flows_[fi].qps)
+        if (q.req != kElsewhere && q.completed != q.posted) return;
+  // Split fabric: a round ends when every machine's requesters finished it (or one failed).
+  if (parts_ && !agreed(fmt::format("job{}:round{}", size_t(&j - jobs_.data()), j.round), failed, failed)) return;
   if (failed) {
     // A collective cannot go on without a rank: it stops once a surviving rank's QP fails (a
     // crashed rank's own QPs die with it, unseen), its unfinished flows marked failed.
@@ -308,9 +360,6 @@ void Session::step_lockstep(Job& j, Nanos now) {
       if (flows_[fi].finished < 0) flows_[fi].finished = now;
     return;
   }
-  for (size_t fi : j.flows)
-    for (auto& q : flows_[fi].qps)
-      if (q.completed != q.posted) return;
   if (j.round > 0 && j.round % j.spec.steps_per_op == 0) {
     j.op_seconds.push_back(double(now - j.op_started) / 1e9);
     j.op_started = now;
@@ -322,7 +371,8 @@ void Session::step_lockstep(Job& j, Nanos now) {
     return;
   }
   for (size_t fi : j.flows)
-    for (auto& q : flows_[fi].qps) post(flows_[fi], q);
+    for (auto& q : flows_[fi].qps)
+      if (q.req != kElsewhere) post(flows_[fi], q);
   ++j.round;
 }
 
@@ -332,11 +382,12 @@ void Session::step_streaming(Job& j, Nanos now) {
     Flow& f = flows_[fi];
     bool flow_done = true;
     for (auto& q : f.qps) {
+      if (q.req == kElsewhere) continue;  // its requester's machine says when it is done
       const bool failed = b_.failed(q.req);
       while (!b_.failed(q.req) && q.posted < f.spec.per_qp && q.posted - q.completed < kTxDepth) post(f, q);
       flow_done = flow_done && q.completed == q.posted && (q.posted == f.spec.per_qp || failed);
     }
-    if (flow_done && f.finished < 0) f.finished = now;
+    if (flow_done && f.finished < 0 && !f.qps.empty() && f.qps[0].req != kElsewhere) f.finished = now;
     job_done = job_done && flow_done;
   }
   if (job_done) {
@@ -351,8 +402,18 @@ void Session::sample(Nanos now) {
   if (due) next_trace_ = now + o_.trace_every_ns;
   {
     for (auto& f : flows_) {
+      if (f.started < 0 || f.qps.empty()) continue;
+      if (f.qps[0].req == kElsewhere) {
+        // Split fabric: the responder's delivered bytes, which its requester's machine traces
+        // with the rates (take_far_ends puts them together).
+        if (!due || f.qps[0].resp == kElsewhere || f.delivered_trace.size() >= kTraceMax) continue;
+        uint64_t delivered = 0;
+        for (auto& q : f.qps) delivered += b_.qp_counters(q.resp).rc.delivered_bytes;
+        f.delivered_trace.push_back({double(now - t0_) / 1e9, delivered});
+        continue;
+      }
       // Every period while the flow runs, and once when it has finished (all it delivered).
-      if (f.started < 0 || f.trace_closed || f.r.rate_trace.size() >= kTraceMax) continue;
+      if (f.trace_closed || f.r.rate_trace.size() >= kTraceMax) continue;
       if (f.finished >= 0) f.trace_closed = true;
       else if (!due) continue;
       FlowResult::TracePoint p{double((f.finished >= 0 ? f.finished : now) - t0_) / 1e9, 0, 0};
@@ -360,7 +421,7 @@ void Session::sample(Nanos now) {
         const auto req = b_.qp_counters(q.req);
         p.rate_bps += req.rate_bps;
         p.cnp_received += req.cnp_received;
-        p.delivered += b_.qp_counters(q.resp).rc.delivered_bytes;
+        if (q.resp != kElsewhere) p.delivered += b_.qp_counters(q.resp).rc.delivered_bytes;
       }
       f.r.rate_trace.push_back(p);
     }
@@ -382,6 +443,7 @@ bool Session::step() {
   if (o_.cancel && o_.cancel->load()) return true;
   bool all_done = true;
   for (auto& j : jobs_) {
+    if (j.serve_only) step_pingpong(j, now);  // another machine pings: answer until the end
     if (j.done) continue;
     all_done = false;
     if (!j.started) {
@@ -396,7 +458,32 @@ bool Session::step() {
     else step_streaming(j, now);
   }
   sample(now);
-  return all_done;
+  return part_error_ || (all_done && ended());
+}
+
+// Split fabric: every machine offers whether its requesters finished the round (or one
+// failed); true once all have, `any_failed` then saying whether any did.
+bool Session::agreed(const std::string& tag, bool failed, bool& any_failed) {
+  auto r = parts_->offer(tag, failed ? "failed" : "done");
+  if (!r) {
+    part_error_ = r.error();
+    return false;
+  }
+  if (!*r) return false;
+  for (const auto& m : **r) any_failed = any_failed || m == "failed";
+  return true;
+}
+
+// This machine's requesters are done; the traffic ends when every machine's are (until then
+// its responders go on answering the others').
+bool Session::ended() {
+  if (!parts_) return true;
+  auto r = parts_->offer("traffic-end", "");
+  if (!r) {
+    part_error_ = r.error();
+    return true;
+  }
+  return r->has_value();
 }
 
 FlowResult Session::flow_result(Flow& f) {
@@ -404,10 +491,10 @@ FlowResult Session::flow_result(Flow& f) {
   const Job& j = jobs_[f.job];
   uint64_t bytes = 0, wire = 0;
   for (auto& q : f.qps) {
-    const auto req = b_.qp_counters(q.req);
-    const auto resp = b_.qp_counters(q.resp);
+    const auto req = req_of(q);
+    const auto resp = resp_of(q);
     bytes += (q.completed - q.errors) * f.spec.message;
-    wire += q.posted * wire_bytes(f.spec.message, b_.mtu(q.req));
+    wire += q.posted * wire_bytes(f.spec.message, q.mtu);
     r.retransmitted += req.rc.retransmitted;
     r.timeouts += req.rc.timeouts;
     r.rcvd_seq_err += req.rc.naks_received;
@@ -475,7 +562,7 @@ WorkloadResult Session::workload_result(const Job& j, const WorkloadRun& out) {
     w.busbw_bound_bps = 1e300;
     for (size_t fi : j.flows) {
       const Flow& f = flows_[fi];
-      const double eff = double(f.spec.message) / double(wire_bytes(f.spec.message, b_.mtu(f.qps[0].req)));
+      const double eff = double(f.spec.message) / double(wire_bytes(f.spec.message, f.qps[0].mtu));
       w.busbw_bound_bps = std::min(w.busbw_bound_bps, std::min(line(f.spec.src), line(f.spec.dst)) * eff);
     }
     w.busbw_bound_bps *= j.spec.bound_factor;
@@ -564,21 +651,197 @@ void Session::totals(WorkloadRun& out) const {
                   " % less than its QPs' rates allowed while its queue took packets): the machine did not keep up";
 }
 
+bool has_requesters(const Job& j, const std::vector<Flow>& flows) {
+  for (size_t fi : j.flows)
+    if (!flows[fi].qps.empty() && flows[fi].qps[0].req != kElsewhere) return true;
+  return false;
+}
+
+// The requester's rate trace with what its responder, on another machine, had delivered by
+// each point: linear between that machine's samples (both count from the same time 0), all
+// of it by the flow's end.
+void fill_delivered(Flow& f, uint64_t total) {
+  auto d = f.delivered_trace;
+  if (f.finished >= 0 && !f.r.rate_trace.empty()) d.push_back({f.r.rate_trace.back().t_s, total});
+  for (auto& p : f.r.rate_trace) {
+    auto after = std::lower_bound(d.begin(), d.end(), p.t_s, [](const auto& a, double t) { return a.first < t; });
+    if (after == d.end()) p.delivered = d.empty() ? 0 : d.back().second;
+    else if (after == d.begin() || after->first <= p.t_s) p.delivered = after->second;
+    else {
+      const auto& [t1, d1] = *(after - 1);
+      const auto& [t2, d2] = *after;
+      p.delivered = d1 + uint64_t(double(d2 - d1) * (p.t_s - t1) / (t2 - t1));
+    }
+  }
+}
+
+void merge_totals(WorkloadRun& out, const nlohmann::json& t, size_t part) {
+  out.bad_icrc += t.at("bad_icrc").get<uint64_t>();
+  out.rx_overflow += t.at("rx_overflow").get<uint64_t>();
+  out.send_errors += t.at("send_errors").get<uint64_t>();
+  if (int e = t.at("last_send_error"); e) out.last_send_error = e;
+  out.cnp_sent += t.at("cnp_sent").get<uint64_t>();
+  out.cnp_received += t.at("cnp_received").get<uint64_t>();
+  out.ce_marked += t.at("ce_marked").get<uint64_t>();
+  out.retransmitted += t.at("retransmitted").get<uint64_t>();
+  if (double e = t.at("worst_pacing_error"); e < out.worst_pacing_error) {
+    out.worst_pacing_error = e;
+    out.worst_paced_nic = t.at("worst_paced_nic");
+  }
+  if (double w = t.at("engine_cpu_waiting"); w > out.engine_cpu_waiting) {
+    out.engine_cpu_waiting = w;
+    out.engine_cpu_busy = t.at("engine_cpu_busy");
+  }
+  out.engine_threads = std::max<size_t>(out.engine_threads, t.at("engine_threads"));
+  out.machine_steal = std::max<double>(out.machine_steal, t.at("machine_steal"));
+  if (out.invalid.empty() && !t.at("invalid").get<std::string>().empty())
+    out.invalid = "part " + std::to_string(part) + ": " + t.at("invalid").get<std::string>();
+  for (const auto& [name, v] : t.at("nic_counters").items()) out.nic_counters[name] += v.get<uint64_t>();
+}
+
+// Split fabric: what this machine knows of each flow it holds an end of (emulated ns from
+// time 0), of each job, and its totals.
+nlohmann::json Session::my_ends(const WorkloadRun& t) const {
+  using nlohmann::json;
+  const auto rel = [&](Nanos x) { return x < 0 ? Nanos(-1) : x - t0_; };
+  json flows = json::array();
+  for (size_t fi = 0; fi < flows_.size(); ++fi) {
+    const Flow& f = flows_[fi];
+    json req = json::array(), resp = json::array();
+    for (const Qpair& q : f.qps) {
+      if (q.req != kElsewhere) {
+        const auto c = b_.qp_counters(q.req);
+        req.push_back({q.posted, q.completed, q.errors, q.bytes_posted, q.expect_crc, rel(q.failed_at), q.seen_by_peer,
+                       q.mtu, c.rc.retransmitted, c.rc.timeouts, c.rc.naks_received, c.cnp_received, c.failure, c.qpn});
+      }
+      if (q.resp != kElsewhere) {
+        const auto c = b_.qp_counters(q.resp);
+        resp.push_back({c.rc.delivered_bytes, c.rc.delivered_crc, c.rc.out_of_sequence, c.rc.duplicates, c.cnp_sent});
+      }
+    }
+    if (req.empty() && resp.empty()) continue;
+    json e{{"flow", fi}};
+    if (!req.empty()) {
+      json trace = json::array();
+      for (const auto& p : f.r.rate_trace) trace.push_back({p.t_s, p.rate_bps, p.cnp_received, p.delivered});
+      e.update({{"req", req}, {"started", rel(f.started)}, {"finished", rel(f.finished)}, {"trace", trace}});
+    }
+    if (!resp.empty()) e.update({{"resp", resp}, {"delivered", f.delivered_trace}});
+    flows.push_back(std::move(e));
+  }
+  json jobs = json::array();
+  for (const Job& j : jobs_)
+    jobs.push_back({{"requesters", has_requesters(j, flows_)}, {"finished", rel(j.finished)}, {"pongs", j.pongs},
+                    {"rtts", j.rtts}});
+  json totals{{"bad_icrc", t.bad_icrc}, {"rx_overflow", t.rx_overflow}, {"send_errors", t.send_errors},
+              {"last_send_error", t.last_send_error}, {"cnp_sent", t.cnp_sent}, {"cnp_received", t.cnp_received},
+              {"ce_marked", t.ce_marked}, {"retransmitted", t.retransmitted}, {"worst_pacing_error", t.worst_pacing_error},
+              {"worst_paced_nic", t.worst_paced_nic}, {"engine_cpu_busy", t.engine_cpu_busy},
+              {"engine_cpu_waiting", t.engine_cpu_waiting}, {"engine_threads", t.engine_threads},
+              {"machine_steal", t.machine_steal}, {"invalid", t.invalid}, {"nic_counters", t.nic_counters}};
+  return {{"flows", std::move(flows)}, {"jobs", std::move(jobs)}, {"totals", std::move(totals)}};
+}
+
+// One flow's ends as another machine reported them.
+Status Session::take_far_flow(const nlohmann::json& e, size_t part) {
+  const size_t fi = e.at("flow");
+  if (fi >= flows_.size()) return error(Errc::kEnvironment, "part " + std::to_string(part) + " reports a flow this plan lacks");
+  Flow& f = flows_[fi];
+  const auto abs = [&](Nanos x) { return x < 0 ? Nanos(-1) : t0_ + x; };
+  if (e.contains("req") && e["req"].size() == f.qps.size()) {
+    f.req_part = part;
+    for (size_t qi = 0; qi < f.qps.size(); ++qi) {
+      Qpair& q = f.qps[qi];
+      const auto& v = e["req"][qi];
+      q.posted = v.at(0), q.completed = v.at(1), q.errors = v.at(2), q.bytes_posted = v.at(3), q.expect_crc = v.at(4);
+      q.failed_at = abs(v.at(5)), q.seen_by_peer = v.at(6), q.mtu = v.at(7);
+      engine::QpReport c;
+      c.rc.retransmitted = v.at(8), c.rc.timeouts = v.at(9), c.rc.naks_received = v.at(10), c.cnp_received = v.at(11);
+      c.failure = v.at(12), c.qpn = v.at(13);
+      q.req_far = std::move(c);
+    }
+    f.started = abs(e.at("started")), f.finished = abs(e.at("finished"));
+    f.r.rate_trace.clear();
+    for (const auto& p : e.at("trace")) f.r.rate_trace.push_back({p.at(0), p.at(1), p.at(3), p.at(2)});
+  }
+  if (e.contains("resp") && e["resp"].size() == f.qps.size()) {
+    f.resp_part = part;
+    for (size_t qi = 0; qi < f.qps.size(); ++qi) {
+      const auto& v = e["resp"][qi];
+      engine::QpReport c;
+      c.rc.delivered_bytes = v.at(0), c.rc.delivered_crc = v.at(1), c.rc.out_of_sequence = v.at(2), c.rc.duplicates = v.at(3);
+      c.cnp_sent = v.at(4);
+      f.qps[qi].resp_far = std::move(c);
+    }
+    f.delivered_trace = e.at("delivered").get<std::vector<std::pair<double, uint64_t>>>();
+  }
+  return ok();
+}
+
+// Every other machine's figures, traded when the traffic ended: the far ends of this
+// machine's QPs, the flows it held no end of, when each job ended there, and its totals.
+Status Session::take_far_ends(const std::vector<std::string>& parts, WorkloadRun& out) {
+  const size_t me = parts_->index();
+  for (auto& f : flows_) f.req_part = f.resp_part = me;
+  std::vector<Nanos> job_end(jobs_.size(), -1);  // a streaming or ping-pong job ends with its last requester
+  for (size_t ji = 0; ji < jobs_.size(); ++ji)
+    if (has_requesters(jobs_[ji], flows_)) job_end[ji] = jobs_[ji].finished;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    if (p == me) continue;
+    const auto m = nlohmann::json::parse(parts[p], nullptr, false);
+    try {
+      if (m.is_discarded()) throw std::runtime_error("not JSON");
+      for (const auto& e : m.at("flows"))
+        if (auto st = take_far_flow(e, p); !st) return st;
+      const auto& jobs = m.at("jobs");
+      for (size_t ji = 0; ji < jobs_.size() && ji < jobs.size(); ++ji) {
+        if (!jobs[ji].at("requesters").get<bool>()) continue;
+        job_end[ji] = std::max(job_end[ji], t0_ + jobs[ji].at("finished").get<Nanos>());
+        if (jobs_[ji].spec.pingpong) {
+          jobs_[ji].pongs = jobs[ji].at("pongs");
+          jobs_[ji].rtts = jobs[ji].at("rtts").get<std::vector<double>>();
+        }
+      }
+      merge_totals(out, m.at("totals"), p);
+    } catch (const std::exception& e) {
+      return error(Errc::kEnvironment, "part " + std::to_string(p) + " sent figures this machine cannot read: " + e.what());
+    }
+  }
+  for (size_t ji = 0; ji < jobs_.size(); ++ji)
+    if (!jobs_[ji].spec.lockstep && job_end[ji] >= 0) jobs_[ji].finished = job_end[ji];
+  for (auto& f : flows_) {
+    if (f.req_part == f.resp_part) continue;
+    uint64_t total = 0;
+    for (const auto& q : f.qps) total += resp_of(q).rc.delivered_bytes;
+    fill_delivered(f, total);
+  }
+  return ok();
+}
+
 Result<WorkloadRun> Session::run() {
   double slowest = 1e300;
   Nanos last_start = 0;
   for (const auto& f : flows_) {
     // Lock-step jobs post one message per QP per round; the others per_qp messages.
     const Job& j = jobs_[f.job];
-    total_bytes_ += f.spec.message * f.qps.size() * (j.spec.lockstep ? j.spec.rounds : f.spec.per_qp);
+    if (here(f.spec.src)) total_bytes_ += f.spec.message * f.qps.size() * (j.spec.lockstep ? j.spec.rounds : f.spec.per_qp);
     slowest = std::min(slowest, std::min(line(f.spec.src), line(f.spec.dst)));
   }
   for (const auto& j : jobs_) last_start = std::max(last_start, j.start);
+  if (parts_) {  // time 0 is when every machine is ready: the message's latency is the skew
+    auto ready = parts_->exchange("traffic-start", "", o_.parts_timeout_ms, o_.cancel);
+    if (!ready) return ready.error();
+  }
   t0_ = next_trace_ = b_.clock().now();
   next_progress_ = t0_ + 1'000'000'000;
+  if (o_.at_start) o_.at_start();
   // Everything through the slowest NIC, four times over, plus the last start and slack.
   // A QP with no path fails only after its timer ran (retry_cnt + 1) times: that much more.
-  const Nanos retries = s_.hosts.rc.fixed ? Nanos(s_.hosts.rc.retry_cnt + 2) * s_.scale.emulate(s_.hosts.rc.period()).ns : 0;
+  // The adaptive timer doubles per timeout up to 64x its first: a lossy incast's flow that
+  // times out again and again waits 1 + 2 + ... + 64 = 127 first timeouts (a CI run at D =
+  // 1000 sat 24 s in one such chain and met the deadline without it).
+  const Nanos retries = s_.hosts.rc.fixed ? Nanos(s_.hosts.rc.retry_cnt + 2) * s_.scale.emulate(s_.hosts.rc.period()).ns
+                                          : 127 * max_rto_;
   const Nanos deadline = t0_ + last_start + Nanos(double(total_bytes_) * 8 / slowest * 4e9) + retries + 30'000'000'000;
   const auto cpu0 = sys::thread_cpu();
   const auto steal0 = sys::machine_steal();
@@ -586,10 +849,16 @@ Result<WorkloadRun> Session::run() {
   const Nanos t_end = b_.clock().now();
   const auto cpu1 = sys::thread_cpu();
   const auto steal1 = sys::machine_steal();
-  if (o_.cancel && o_.cancel->load()) return error(Errc::kEnvironment, "cancelled");
+  if (part_error_) return *part_error_;
+  auto stop = [&](Error e) {
+    if (parts_) parts_->abort(e.what);
+    return e;
+  };
+  if (o_.cancel && o_.cancel->load()) return stop(error(Errc::kEnvironment, "cancelled"));
   if (!finished)
-    return error(Errc::kEnvironment, "workloads did not finish within " + std::to_string((deadline - t0_) / 1'000'000'000) +
-                                         " s (four times what the bytes need at the slowest line rate, plus 30 s)");
+    return stop(error(Errc::kEnvironment, "workloads did not finish within " + std::to_string((deadline - t0_) / 1'000'000'000) +
+                                              " s (four times what the bytes need at the slowest line rate, plus the RC timers' "
+                                              "longest retry chain and 30 s)"));
   WorkloadRun out;
   out.seconds = double(t_end - t0_) / 1e9;
   out.t0_ns = t0_;
@@ -606,9 +875,14 @@ Result<WorkloadRun> Session::run() {
   }
   if (steal0 && steal1 && t_end > t0_ && steal1->steal_ns >= steal0->steal_ns)
     out.machine_steal = double(steal1->steal_ns - steal0->steal_ns) / (double(t_end - t0_) * steal1->cpus);
+  totals(out);
+  if (parts_) {  // the far ends of this machine's QPs, and the flows it holds no end of
+    auto all = parts_->exchange("traffic-figures", my_ends(out).dump(), o_.parts_timeout_ms, o_.cancel);
+    if (!all) return all.error();
+    if (auto st = take_far_ends(*all, out); !st) return st.error();
+  }
   for (auto& f : flows_) out.flows.push_back(flow_result(f));
   for (const auto& j : jobs_) out.workloads.push_back(workload_result(j, out));
-  totals(out);
   return out;
 }
 

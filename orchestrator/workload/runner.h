@@ -16,6 +16,7 @@
 #include "fabric/kernel_plan.h"
 #include "fabric/testbed.h"
 #include "model/scenario.h"
+#include "sys/rendezvous.h"
 
 namespace rocelab::workload {
 
@@ -97,6 +98,16 @@ struct RunnerOptions {
   std::function<void(double, const std::string&)> meter;
   const std::atomic<bool>* cancel = nullptr;
   int64_t trace_every_ns = 10'000'000;  // each flow's rate trace, emulated (wall) ns between points
+  // Called once, at the flows' time 0 (after every part of a split fabric is ready): the
+  // fault timeline starts there.
+  std::function<void()> at_start;
+  // A fabric split over machines (the plan's part, docs/multi-machine.md): only the QP ends
+  // of this machine's hosts run here. Every part plans every flow alike (QPNs, PSNs and ports
+  // come from the seed), so a QP's two ends meet without an exchange; through `parts` the
+  // machines agree on time 0, on the end of every lock-step round and of the traffic, and
+  // trade each end's figures, so every part reports every flow.
+  sys::Rendezvous* parts = nullptr;
+  int64_t parts_timeout_ms = 120'000;  // how long the start and the figures may wait for a part
 };
 
 // `t` gives the hosts' namespaces (its nodes in the plan's order).

@@ -1,0 +1,337 @@
+#include "sys/rendezvous.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+namespace rocelab::sys {
+
+namespace {
+
+constexpr const char* kAbort = "!abort";
+constexpr const char* kHello = "!hello";
+constexpr uint32_t kMaxFrame = 1u << 30;  // a peer that sends more is not one of ours
+constexpr int64_t kReconnectNs = 100'000'000;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void put32(std::string& s, uint32_t v) {
+  const uint32_t n = htonl(v);
+  s.append(reinterpret_cast<const char*>(&n), 4);
+}
+
+uint32_t get32(const std::string& s, size_t at) {
+  uint32_t n;
+  std::memcpy(&n, s.data() + at, 4);
+  return ntohl(n);
+}
+
+sockaddr_in address(uint32_t addr, uint16_t port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(addr);
+  sa.sin_port = htons(port);
+  return sa;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Rendezvous>> Rendezvous::open(size_t index, size_t parts, const std::string& hub) {
+  if (parts < 2 || index >= parts) return error(Errc::kBadInput, "a rendezvous needs two parts or more and an index below them");
+  const size_t colon = hub.rfind(':');
+  in_addr a{};
+  unsigned long port = 0;
+  if (colon == std::string::npos || inet_pton(AF_INET, hub.substr(0, colon).c_str(), &a) != 1 ||
+      (port = std::strtoul(hub.c_str() + colon + 1, nullptr, 10)) == 0 || port > 65535)
+    return error(Errc::kBadInput, "rendezvous address '" + hub + "': expected IPV4:PORT");
+  std::unique_ptr<Rendezvous> r(new Rendezvous());
+  r->index_ = index;
+  r->parts_ = parts;
+  r->hub_ = hub;
+  r->hub_addr_ = ntohl(a.s_addr);
+  r->hub_port_ = uint16_t(port);
+  if (index != 0) {
+    r->conns_.emplace_back();
+    r->queue(r->conns_[0], kHello, {std::to_string(index)});  // sent once connected
+    r->connect_to_hub();
+    return r;
+  }
+  r->listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  setsockopt(r->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  const sockaddr_in sa = address(r->hub_addr_, r->hub_port_);
+  if (r->listen_fd_ < 0 || bind(r->listen_fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 ||
+      listen(r->listen_fd_, int(parts)) != 0)
+    return error(Errc::kEnvironment, "cannot listen on " + hub + " for the other parts: " + std::strerror(errno));
+  return r;
+}
+
+Rendezvous::~Rendezvous() {
+  // What was queued last (the final figures, an abort) still goes out, for a little while.
+  const int64_t until = now_ns() + 2'000'000'000;
+  for (Conn& c : conns_)
+    while (c.fd >= 0 && !c.connecting && !c.out.empty() && now_ns() < until) {
+      pollfd p{c.fd, POLLOUT, 0};
+      if (poll(&p, 1, 50) < 0 || !write_to(c)) break;
+    }
+  for (Conn& c : conns_)
+    if (c.fd >= 0) close(c.fd);
+  if (listen_fd_ >= 0) close(listen_fd_);
+}
+
+// Spoke: a non-blocking connect; refused (part 0 not listening yet) is tried again later.
+void Rendezvous::connect_to_hub() {
+  Conn& c = conns_[0];
+  if (c.fd >= 0 || now_ns() < next_connect_ns_) return;
+  next_connect_ns_ = now_ns() + kReconnectNs;
+  c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (c.fd < 0) return;
+  const sockaddr_in sa = address(hub_addr_, hub_port_);
+  const int rc = connect(c.fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
+  if (rc == 0 || errno == EINPROGRESS) {
+    c.connecting = rc != 0;
+    return;
+  }
+  close(c.fd);
+  c.fd = -1;
+}
+
+// A frame: u32 length, then u32 tag length, the tag, u32 count and each datum as u32 length + bytes.
+void Rendezvous::queue(Conn& c, const std::string& tag, const std::vector<std::string>& frames) {
+  std::string body;
+  put32(body, uint32_t(tag.size()));
+  body += tag;
+  put32(body, uint32_t(frames.size()));
+  for (const auto& f : frames) {
+    put32(body, uint32_t(f.size()));
+    body += f;
+  }
+  put32(c.out, uint32_t(body.size()));
+  c.out += body;
+}
+
+bool Rendezvous::write_to(Conn& c) {
+  while (!c.out.empty()) {
+    const ssize_t n = send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c.out.erase(0, size_t(n));
+      continue;
+    }
+    return n < 0 && (errno == EAGAIN || errno == EINTR);
+  }
+  return true;
+}
+
+bool Rendezvous::read_from(Conn& c) {
+  char buf[65536];
+  while (true) {
+    const ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      c.in.append(buf, size_t(n));
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    return false;  // closed, or failed
+  }
+}
+
+void Rendezvous::take_frames(Conn& c) {
+  while (c.in.size() >= 4) {
+    const uint32_t len = get32(c.in, 0);
+    if (len > kMaxFrame || len < 8) {
+      lost(c);
+      return;
+    }
+    if (c.in.size() < 4 + size_t(len)) return;
+    const std::string body = c.in.substr(4, len);
+    c.in.erase(0, 4 + size_t(len));
+    size_t at = 0;
+    auto field = [&](std::string& out) {
+      if (at + 4 > body.size() || at + 4 + get32(body, at) > body.size()) return false;
+      out = body.substr(at + 4, get32(body, at));
+      at += 4 + out.size();
+      return true;
+    };
+    std::string tag;
+    if (!field(tag) || at + 4 > body.size()) return lost(c);
+    const uint32_t count = get32(body, at);
+    at += 4;
+    std::vector<std::string> data(std::min<uint32_t>(count, uint32_t(parts_ + 1)));
+    for (auto& d : data)
+      if (!field(d)) return lost(c);
+    on_frame(c, tag, std::move(data));
+  }
+}
+
+void Rendezvous::on_frame(Conn& c, const std::string& tag, std::vector<std::string> data) {
+  if (index_ != 0) {  // from the hub: every part's messages for a tag, or an abort
+    if (tag == kAbort) {
+      if (aborted_.empty()) aborted_ = data.empty() ? "part 0 stopped" : data[0];
+    } else if (data.size() == parts_) {
+      done_[tag] = std::move(data);
+    }
+    return;
+  }
+  if (tag == kHello) {  // a spoke says which part it is
+    const size_t part = data.empty() ? 0 : std::strtoul(data[0].c_str(), nullptr, 10);
+    if (part == 0 || part >= parts_) return lost(c);
+    c.part = part;
+    return;
+  }
+  if (c.part == SIZE_MAX || data.empty()) return;
+  if (tag == kAbort) {
+    if (aborted_.empty()) aborted_ = "part " + std::to_string(c.part) + " stopped: " + data[0];
+    for (Conn& o : conns_)
+      if (&o != &c && o.part != SIZE_MAX) {
+        queue(o, kAbort, {aborted_});
+        (void)write_to(o);
+      }
+    return;
+  }
+  auto& slots = pending_[tag];
+  slots.resize(parts_);
+  slots[c.part] = std::move(data[0]);
+  complete(tag);
+}
+
+// Hub: once every part's message for `tag` is in, it is done here and goes to every spoke.
+void Rendezvous::complete(const std::string& tag) {
+  auto it = pending_.find(tag);
+  if (it == pending_.end()) return;
+  for (const auto& s : it->second)
+    if (!s) return;
+  std::vector<std::string> all;
+  for (auto& s : it->second) all.push_back(std::move(*s));
+  pending_.erase(it);
+  for (Conn& c : conns_)
+    if (c.part != SIZE_MAX && c.fd >= 0) {
+      queue(c, tag, all);
+      (void)write_to(c);  // at once: a start barrier's skew is this message's latency
+    }
+  done_[tag] = std::move(all);
+}
+
+// A connection that closed or spoke nonsense: every exchange not done yet fails.
+void Rendezvous::lost(Conn& c) {
+  if (aborted_.empty())
+    aborted_ = index_ == 0 ? (c.part == SIZE_MAX ? "a connection to the rendezvous broke before it said its part"
+                                                 : "part " + std::to_string(c.part) + " closed its connection (it stopped)")
+                           : "part 0 (" + hub_ + ") closed its connection (it stopped)";
+  if (c.fd >= 0) close(c.fd);
+  c.fd = -1;
+  c.in.clear();
+  c.out.clear();
+}
+
+Status Rendezvous::pump(long timeout_ms) {
+  if (index_ != 0) connect_to_hub();
+  std::vector<pollfd> pfds;
+  if (listen_fd_ >= 0) pfds.push_back({listen_fd_, POLLIN, 0});
+  for (const Conn& c : conns_)
+    if (c.fd >= 0) pfds.push_back({c.fd, short(POLLIN | (c.connecting || !c.out.empty() ? POLLOUT : 0)), 0});
+  if (poll(pfds.data(), pfds.size(), int(pfds.empty() ? std::min(timeout_ms, 100L) : timeout_ms)) < 0 && errno != EINTR)
+    return error(Errc::kEnvironment, std::string("waiting for the other parts: ") + std::strerror(errno));
+  if (listen_fd_ >= 0)
+    for (int fd; (fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
+      const int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      conns_.push_back(Conn{fd});
+    }
+  for (Conn& c : conns_) {
+    if (c.fd < 0) continue;
+    if (c.connecting) {
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(c.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      pollfd p{c.fd, POLLOUT, 0};
+      if (err == 0 && poll(&p, 1, 0) == 1 && (p.revents & POLLOUT)) {
+        c.connecting = false;
+        const int one = 1;
+        setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      } else if (err != 0 && err != EINPROGRESS) {  // refused: part 0 is not listening yet
+        close(c.fd);
+        c.fd = -1;
+        continue;
+      } else {
+        continue;
+      }
+    }
+    if (!write_to(c) || !read_from(c)) {
+      take_frames(c);  // what arrived before it closed still counts
+      lost(c);
+      continue;
+    }
+    take_frames(c);
+  }
+  return ok();
+}
+
+Result<std::optional<std::vector<std::string>>> Rendezvous::offer(const std::string& tag, const std::string& mine) {
+  if (offered_.insert(tag).second) {
+    if (index_ == 0) {
+      auto& slots = pending_[tag];
+      slots.resize(parts_);
+      slots[0] = mine;
+      complete(tag);
+    } else {
+      queue(conns_[0], tag, {mine});
+    }
+  }
+  if (auto st = pump(0); !st) return st.error();
+  auto it = done_.find(tag);
+  if (it == done_.end()) {
+    if (!aborted_.empty()) return error(Errc::kEnvironment, aborted_);
+    return std::optional<std::vector<std::string>>();
+  }
+  std::vector<std::string> all = std::move(it->second);
+  done_.erase(it);
+  return std::optional<std::vector<std::string>>(std::move(all));
+}
+
+std::string Rendezvous::missing(const std::string& tag) const {
+  if (index_ != 0) return "part 0 (" + hub_ + ")";
+  std::string out;
+  auto it = pending_.find(tag);
+  for (size_t p = 1; p < parts_; ++p)
+    if (it == pending_.end() || it->second.size() <= p || !it->second[p])
+      out += (out.empty() ? "part " : ", ") + std::to_string(p);
+  return out.empty() ? "none" : out;
+}
+
+Result<std::vector<std::string>> Rendezvous::exchange(const std::string& tag, const std::string& mine, int64_t timeout_ms,
+                                                      const std::atomic<bool>* cancel) {
+  const int64_t deadline = now_ns() + timeout_ms * 1'000'000;
+  while (true) {
+    auto r = offer(tag, mine);
+    if (!r) return r.error();
+    if (*r) return std::move(**r);
+    if (cancel && cancel->load()) return error(Errc::kEnvironment, "cancelled while waiting for the other parts (" + tag + ")");
+    const int64_t left_ms = (deadline - now_ns()) / 1'000'000;
+    if (left_ms <= 0)
+      return error(Errc::kEnvironment, "waited " + std::to_string(timeout_ms / 1000) + " s at '" + tag + "' for " +
+                                           missing(tag) + " (is rocelab run --part running on every machine, "
+                                           "with the same scenario and --peers?)");
+    if (auto st = pump(std::min<int64_t>(left_ms, 50)); !st) return st.error();
+  }
+}
+
+void Rendezvous::abort(const std::string& why) {
+  if (!aborted_.empty()) return;
+  aborted_ = "part " + std::to_string(index_) + " stopped: " + why;
+  for (Conn& c : conns_)
+    if (c.fd >= 0 && (index_ != 0 || c.part != SIZE_MAX)) queue(c, kAbort, {index_ == 0 ? aborted_ : why});
+  (void)pump(0);
+}
+
+}  // namespace rocelab::sys
