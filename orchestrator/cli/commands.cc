@@ -63,11 +63,27 @@ void add_metrics_option(po::options_description& d) {
                   "names, node_exporter's node_infiniband_* for host NICs)");
 }
 
+void add_split_options(po::options_description& d, bool run) {
+  d.add_options()("part", po::value<std::string>(),
+                  run ? "I/M: run only part I of the scenario split over M machines (docs/multi-machine.md): its nodes, "
+                        "its hosts' QP ends and the faults on its nodes; links to other parts are VXLAN ports (UDP 4789). "
+                        "Start it on every machine: they meet at part 0's address (TCP 4790), start the traffic together "
+                        "and each reports the whole run"
+                      : "I/M: make only part I of the fabric split over M machines (docs/multi-machine.md): hosts stay "
+                        "with their switches, links to other parts become point-to-point VXLAN ports (UDP 4789)")(
+      "peers", po::value<std::string>(),
+      "with --part: the machines' underlay IPv4 addresses, part 0 first, comma-separated (this machine's "
+      "among them, on an interface whose MTU carries the links' + 50)");
+  if (run)
+    d.add_options()("part-wait", po::value<double>(),
+                    "with --part: seconds to wait for the other parts to start and to come up (default 300)");
+}
+
 // --part I/M with --peers ADDR0,ADDR1,...: one machine's share of a split fabric; nullopt
 // after saying what is wrong with them.
-std::optional<fabric::UpOptions::Split> split_option(const po::variables_map& vm) {
-  auto bad = [](const std::string& what) {
-    std::cerr << "rocelab up: " << what << "\n";
+std::optional<fabric::UpOptions::Split> split_option(const po::variables_map& vm, const char* cmd) {
+  auto bad = [cmd](const std::string& what) {
+    std::cerr << "rocelab " << cmd << ": " << what << "\n";
     return std::nullopt;
   };
   if (!vm.count("part") || !vm.count("peers")) return bad("--part I/M and --peers ADDR0,...,ADDR{M-1} go together");
@@ -302,8 +318,28 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     }
     s->seed = uint64_t(seed);
   }
-  if (vm.count("vm")) return run_vm(vm, *s);  // the guest chooses its own D for `scale: auto`
   run::RunOptions opts;
+  if (vm.count("part") || vm.count("peers")) {
+    if (vm.count("vm") || vm.count("model-only")) {
+      std::cerr << "rocelab run: --part runs this machine's share of a split fabric; not with --vm or --model-only\n";
+      return kExitBadInput;
+    }
+    auto split = split_option(vm, "run");
+    if (!split) return kExitBadInput;
+    opts.split = std::move(*split);
+    if (vm.count("part-wait")) {
+      const double w = vm["part-wait"].as<double>();
+      if (!(w >= 1 && w <= 86400)) {
+        std::cerr << "rocelab run: --part-wait " << w << ": seconds from 1 to 86400\n";
+        return kExitBadInput;
+      }
+      opts.split_wait_ms = int64_t(w * 1000);
+    }
+  } else if (vm.count("part-wait")) {
+    std::cerr << "rocelab run: --part-wait goes with --part\n";
+    return kExitBadInput;
+  }
+  if (vm.count("vm")) return run_vm(vm, *s);  // the guest chooses its own D for `scale: auto`
   if (s->scale_auto) {
     auto ch = choose_auto_scale(*s, vm, "run", vm.count("model-only") > 0);
     if (!ch) return ch.error().exit_code();
@@ -409,7 +445,7 @@ int cmd_up(const po::variables_map& vm, const Globals& g) {
   fabric::UpOptions o;
   o.metrics_port = *port;
   if (vm.count("part") || vm.count("peers")) {
-    auto split = split_option(vm);
+    auto split = split_option(vm, "up");
     if (!split) return kExitBadInput;
     o.split = std::move(*split);
   }
@@ -957,7 +993,8 @@ const std::vector<Command>& commands() {
        "Exit codes: 0 pass, 1 an expect: assertion failed, 2 invalid run (the machine did not\n"
        "keep up), 3 bad input, 4 environment (missing capability, not root, not built).",
        "rocelab run scenarios/quickstart.yaml\n  rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml\n"
-       "  rocelab run --scale 2000 scenarios/incast-dcqcn.yaml   # half the emulated rates",
+       "  rocelab run --scale 2000 scenarios/incast-dcqcn.yaml   # half the emulated rates\n"
+       "  sudo rocelab run --part 1/2 --peers 10.9.0.1,10.9.0.2 scenarios/quickstart.yaml   # machine 1 of 2",
        [](po::options_description& d) {
          d.add_options()("out", po::value<std::string>(), "run directory (default runs/NAME-TIMESTAMP)")(
              "model-only", "make no fabric: evaluate the model's metrics and assertions only (no root needed)")(
@@ -969,6 +1006,7 @@ const std::vector<Command>& commands() {
              "no-report", "do not write RUN_DIR/report.html (rocelab report RUN_DIR writes it later)")(
              "vm", "run it inside the project's VM image (images/build.sh --rocelab): a kernel with rdma_rxe and "
                    "netem; the run directory comes back here");
+         add_split_options(d, true);
          add_metrics_option(d);
          add_instance_option(d);
          add_scenario_arg(d);
@@ -997,13 +1035,8 @@ const std::vector<Command>& commands() {
        "  sudo rocelab up --instance qs2 scenarios/quickstart.yaml   # a second copy beside the first\n"
        "  sudo rocelab up --part 1/2 --peers 10.9.0.1,10.9.0.2 scenarios/quickstart.yaml   # machine 1 of 2",
        [](po::options_description& d) {
-         d.add_options()("recalibrate", "with scale: auto, measure this machine again instead of using its cached calibration")(
-             "part", po::value<std::string>(),
-             "I/M: make only part I of the fabric split over M machines (docs/multi-machine.md): hosts stay with "
-             "their switches, links to other parts become point-to-point VXLAN ports (UDP 4789)")(
-             "peers", po::value<std::string>(),
-             "with --part: the machines' underlay IPv4 addresses, part 0 first, comma-separated (this machine's "
-             "among them, on an interface whose MTU carries the links' + 50)");
+         d.add_options()("recalibrate", "with scale: auto, measure this machine again instead of using its cached calibration");
+         add_split_options(d, false);
          add_metrics_option(d);
          add_instance_option(d);
          add_scenario_arg(d);

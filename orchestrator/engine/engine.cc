@@ -502,9 +502,10 @@ bool Engine::has_news() const {
   return false;
 }
 
-bool Engine::run(const std::function<bool()>& done, Nanos deadline) {
+bool Engine::run(const std::function<bool()>& done, Nanos deadline, const std::vector<int>& wake) {
   std::vector<pollfd> fds;
   for (int fd : rx_fds()) fds.push_back({fd, POLLIN, 0});
+  for (int fd : wake) fds.push_back({fd, POLLIN, 0});
   for (;;) {
     turn();
     if (done()) return true;

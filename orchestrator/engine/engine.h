@@ -77,7 +77,8 @@ class Engine {
   // One turn: receive what is waiting, fire timers, send what pacing allows.
   void turn();
   // Turns until `done()` or the deadline; sleeps in ppoll when nothing is due.
-  bool run(const std::function<bool()>& done, Nanos deadline);
+  // `wake`: other descriptors whose input ends a wait (a split run's rendezvous).
+  bool run(const std::function<bool()>& done, Nanos deadline, const std::vector<int>& wake = {});
 
   // For a caller that drives several engines, each on its own thread (the builtin backend's
   // shards): the receive sockets to wait on, when the next timer or packet is due, and

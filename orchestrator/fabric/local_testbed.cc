@@ -60,9 +60,12 @@ Result<std::unique_ptr<LocalTestbed>> LocalTestbed::up(const model::Scenario& s,
   t->instance_ = s.name;
   t->fabric_ = Fabric::up(s, o, why);
   if (!t->fabric_) return env(why);
-  for (const NodePlan& np : t->fabric_->plan().nodes) {
-    NodeInfo n{np.node, np.netns, np.host, {}};
-    for (const PortPlan& p : np.ports) n.ports.push_back({p.ifname, p.ifindex, uint32_t(p.slot)});
+  const KernelPlan& kp = t->fabric_->plan();
+  for (size_t x = 0; x < kp.nodes.size(); ++x) {
+    const NodePlan& np = kp.nodes[x];
+    NodeInfo n{np.node, np.netns, np.host, {}, !kp.part.has(x)};
+    if (!n.elsewhere)  // another machine's node keeps its place (indexes are the plan's), not its ports
+      for (const PortPlan& p : np.ports) n.ports.push_back({p.ifname, p.ifindex, uint32_t(p.slot)});
     t->nodes_.push_back(std::move(n));
   }
   t->agent_socket_ = t->fabric_->agent_socket();

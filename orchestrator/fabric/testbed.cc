@@ -19,6 +19,8 @@ Result<PortRef> Testbed::port(std::string_view target) const {
   const auto& ns = nodes();
   for (size_t n = 0; n < ns.size(); ++n) {
     if (ns[n].name != node) continue;
+    if (ns[n].elsewhere)
+      return error(Errc::kBadInput, "node " + std::string(node) + " is on another machine of this split fabric (its part reaches it)");
     std::string names;
     for (size_t p = 0; p < ns[n].ports.size(); ++p) {
       if (ns[n].ports[p].name == port) return PortRef{n, p, ns[n].ports[p].slot};

@@ -31,7 +31,8 @@ struct PortInfo {
 struct NodeInfo {
   std::string name, netns;
   bool host = false;
-  std::vector<PortInfo> ports;
+  std::vector<PortInfo> ports;  // none when elsewhere
+  bool elsewhere = false;       // on another machine of a split fabric (its part runs it)
 };
 
 // A port of the fabric: node and port index into Testbed::nodes(), and its slot.

@@ -27,7 +27,9 @@ struct Happened {
 
 class Timeline {
  public:
-  Timeline(const model::Scenario& s, fabric::Testbed& t);
+  // `here`: whether this machine applies a fault (a split fabric's other parts apply theirs);
+  // unset: every fault.
+  Timeline(const model::Scenario& s, fabric::Testbed& t, const std::function<bool(const model::Fault&)>& here = {});
   void start(sys::Nanos now);
   // Applies every event due by `now`, in time order; returns how many it applied.
   size_t apply_due(sys::Nanos now);

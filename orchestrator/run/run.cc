@@ -17,7 +17,10 @@
 #include "fabric/connectivity.h"
 #include "fabric/local_testbed.h"
 #include "fault/timeline.h"
+#include "model/ipv4.h"
+#include "model/partition.h"
 #include "run/resolved.h"
+#include "run/split.h"
 #include "run/workloads.h"
 #include "sys/host_info.h"
 #include "telemetry/sink.h"
@@ -55,6 +58,9 @@ struct RunContext {
   std::string invalid;         // why the run cannot be trusted (exit 2)
   std::vector<AssertionOutcome> assertions;
   std::string table;
+  // A split fabric: the other parts, and which part runs each node.
+  std::unique_ptr<sys::Rendezvous> parts;
+  std::optional<model::Partition> partition;
 
   void scalar(const char* name, double v) { metrics[name] = model::MetricValue{model::MetricKind::kScalar, v, {}}; }
   const fabric::KernelPlan& plan() const { return testbed->fabric()->plan(); }
@@ -122,6 +128,32 @@ Status validate_phase(RunContext& c) {
   return ok();
 }
 
+// A split run meets its other parts before anything is made: each must plan the same
+// scenario at the same D over the same number of parts, and this part's faults must be ones
+// a split can apply.
+Status join_phase(RunContext& c) {
+  const auto& sp = *c.opts.split;
+  std::string why;
+  c.partition = model::partition(c.s, sp.parts, why);
+  if (!c.partition) return error(Errc::kBadInput, why);
+  for (size_t i = 0; i < c.s.faults.size(); ++i)
+    if (auto h = fault_here(c.s.faults[i], i, c.s, *c.partition, sp.index); !h) return h.error();
+  const std::string hub = model::format_ipv4(sp.underlay.at(0)) + ":" + std::to_string(sys::kRendezvousPort);
+  auto r = sys::Rendezvous::open(sp.index, sp.parts, hub);
+  if (!r) return r.error();
+  c.parts = std::move(*r);
+  spdlog::info("part {} of {}: meeting the other parts at {} (TCP)", sp.index, sp.parts, hub);
+  const std::string mine = split_fingerprint(c.s, sp.parts);
+  auto all = c.parts->exchange("hello", mine, c.opts.split_wait_ms, c.opts.cancel);
+  if (!all) return all.error();
+  for (size_t p = 0; p < all->size(); ++p)
+    if ((*all)[p] != mine)
+      return error(Errc::kBadInput, "part " + std::to_string(p) + " plans another run (scenario " + (*all)[p] +
+                                        ", this part's " + mine + "): every part needs the same file, --seed, --scale and M");
+  c.events->add("split", {{"part", sp.index}, {"parts", sp.parts}, {"rendezvous", hub}});
+  return ok();
+}
+
 void note_headroom_caps(RunContext& c) {
   for (auto& n : headroom_over_buffer(c.plan())) c.notes.push_back(std::move(n));
 }
@@ -133,10 +165,16 @@ Status up_phase(RunContext& c) {
   uo.metrics_port = c.opts.metrics_port;
   uo.scenario_record = resolved_json(c.s, false).dump();  // `top` and `inject` attach with it (and recompute what is derived)
   uo.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
+  uo.split = c.opts.split;
   auto t = fabric::LocalTestbed::up(c.s, uo);
   if (!t) return error(t.error().code == make_error_code(Errc::kBadInput) ? Errc::kBadInput : Errc::kEnvironment,
                        "up: " + t.error().what);
   c.testbed = std::move(*t);
+  if (c.parts) {  // every part's share is up before any pings across the cut links
+    spdlog::info("part {}: up; waiting for the other parts' shares", c.parts->index());
+    auto all = c.parts->exchange("up", "", c.opts.split_wait_ms, c.opts.cancel);
+    if (!all) return all.error();
+  }
   for (const auto& n : c.testbed->fabric()->notes()) c.notes.push_back(n);
   if (const auto& d = c.testbed->fabric()->delay_summary(); !d.empty()) spdlog::info("{}", d);
   if (c.plan().max_link_delay_ns > 0)  // physical; applied only where the kernel has netem
@@ -259,17 +297,27 @@ class AgentWatch {
 };
 
 Status traffic_phase(RunContext& c) {
-  // The fault timeline's clock starts with the workloads'.
-  fault::Timeline timeline(c.s, *c.testbed);
+  // The fault timeline's clock starts at the workloads' time 0 (when every part of a split
+  // fabric is ready); each part applies the faults on its own nodes.
+  std::function<bool(const model::Fault&)> here;
+  if (c.parts)
+    here = [&c](const model::Fault& f) {
+      auto h = fault_here(f, size_t(&f - c.s.faults.data()), c.s, *c.partition, c.parts->index());
+      return h && *h;
+    };
+  fault::Timeline timeline(c.s, *c.testbed, here);
   Status st = ok();
   for (const auto& sink : telemetry::sinks().all())
     if (sink.start)
       if (auto r = sink.start({c.s, c.plan(), *c.testbed, c.dir.string()})) c.recorders[sink.type] = std::move(r);
   {
-    TimelineThread tt(timeline, c.testbed->clock());
+    std::optional<TimelineThread> tt;
     if (!c.s.workloads.empty()) {
       AgentWatch watch(*c.testbed, c.opts.cancel);
       workload::RunnerOptions ro;
+      ro.at_start = [&] { tt.emplace(timeline, c.testbed->clock()); };
+      ro.parts = c.parts.get();
+      ro.parts_timeout_ms = c.opts.split_wait_ms;
       // Flow rates on the ports' time base, never coarser than the fairness figures need.
       ro.trace_every_ns = std::min<int64_t>(telemetry::sample_interval(c.s).wall_ns, ro.trace_every_ns);
       ro.progress = [](const std::string& l) { spdlog::info("workloads: {}", l); };
@@ -289,10 +337,16 @@ Status traffic_phase(RunContext& c) {
         st = error(Errc::kInvalidRun, c.invalid);
       }
     } else {
-      tt.wait_all();
+      if (c.parts)
+        if (auto all = c.parts->exchange("traffic-start", "", c.opts.split_wait_ms, c.opts.cancel); !all) return all.error();
+      tt.emplace(timeline, c.testbed->clock());
+      tt->wait_all();
+      if (c.parts)
+        if (auto all = c.parts->exchange("traffic-end", "", c.opts.split_wait_ms, c.opts.cancel); !all) st = all.error();
     }
   }
   for (auto& [type, r] : c.recorders) r->stop();
+  if (!timeline.started_at()) timeline.start(c.testbed->clock().now());  // the workloads stopped before time 0
   c.traffic_t0_ns = timeline.started_at();
   timeline.finish(c.testbed->clock().now());
   c.faults = timeline.to_json();
@@ -379,6 +433,36 @@ Status collect_phase(RunContext& c) {
   return ok();
 }
 
+// A split run: every part's figures become one run's on every part (merge_metrics says
+// how), its faults on one timeline, and the first reason any part was invalid.
+Status merge_phase(RunContext& c) {
+  if (!c.parts) return ok();
+  const ordered_json mine{{"metrics", metrics_json(c.metrics)}, {"invalid", c.invalid}, {"faults", c.faults}, {"notes", c.notes}};
+  auto all = c.parts->exchange("run-figures", mine.dump(), c.opts.split_wait_ms, c.opts.cancel);
+  if (!all) return all.error();
+  std::set<std::string> notes(c.notes.begin(), c.notes.end());
+  for (size_t p = 0; p < all->size(); ++p) {
+    if (p == c.parts->index()) continue;
+    const auto far = ordered_json::parse((*all)[p], nullptr, false);
+    if (far.is_discarded() || !far.contains("metrics"))
+      return error(Errc::kEnvironment, "part " + std::to_string(p) + " sent figures this machine cannot read");
+    merge_metrics(c.metrics, metrics_from_json(far["metrics"]));
+    const std::string part = "part " + std::to_string(p) + ": ";
+    if (c.invalid.empty() && !far.value("invalid", std::string()).empty()) c.invalid = part + far.value("invalid", std::string());
+    if (far.contains("faults") && far["faults"].is_array()) {
+      if (!c.faults.is_array()) c.faults = ordered_json::array();
+      for (const auto& f : far["faults"]) c.faults.push_back(f);
+    }
+    for (const auto& n : far.value("notes", std::vector<std::string>()))
+      if (notes.insert(n).second) c.notes.push_back(part + n);
+  }
+  if (c.faults.is_array())
+    std::stable_sort(c.faults.begin(), c.faults.end(),
+                     [](const ordered_json& a, const ordered_json& b) { return a.value("t_s", 0.0) < b.value("t_s", 0.0); });
+  c.events->add("merged", {{"parts", all->size()}});
+  return ok();
+}
+
 Status down_phase(RunContext& c) {
   for (auto& [type, r] : c.recorders) r->stop();  // none may read a fabric that is going (a phase that threw left them on)
   const auto t0 = std::chrono::steady_clock::now();
@@ -412,6 +496,8 @@ bool run_phase(RunContext& c, const Phase& p) {
                    {"status", st ? "done" : "failed"},
                    {"seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()}};
   if (!st) rec["why"] = st.error().what;
+  // The other parts of a split run stop too, told why (an invalid run goes on everywhere).
+  if (!st && c.parts && st.error().code != make_error_code(Errc::kInvalidRun)) c.parts->abort(st.error().what);
   if (std::string_view(p.name) == "connectivity" && c.reach)
     rec.update({{"pairs", c.reach->pairs}, {"reached", c.reach->reached}, {"not_connected_by_topology", c.reach->disconnected}});
   c.phases.push_back(rec);
@@ -503,6 +589,9 @@ RunReport report(RunContext& c) {
     res["versions"] = versions_json();
     res["capabilities"] = c.caps.to_json();
     if (!c.link_delay.is_null()) res["link_delay"] = c.link_delay;
+    if (c.opts.split)
+      res["split"] = {{"part", c.opts.split->index}, {"parts", c.opts.split->parts},
+                      {"rendezvous", model::format_ipv4(c.opts.split->underlay.at(0)) + ":" + std::to_string(sys::kRendezvousPort)}};
     res["phases"] = c.phases;
     res["notes"] = rep.notes;
     res["metrics"] = metrics_json(c.metrics);
@@ -533,10 +622,12 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
     c.error = st.error();
     return report(c);
   }
-  static constexpr Phase kValidate{"validate", validate_phase}, kDown{"down", down_phase};
-  static constexpr Phase kOnFabric[] = {
-      {"up", up_phase}, {"connectivity", connectivity_phase}, {"traffic", traffic_phase}, {"collect", collect_phase}};
+  static constexpr Phase kValidate{"validate", validate_phase}, kJoin{"join", join_phase}, kDown{"down", down_phase};
+  static constexpr Phase kOnFabric[] = {{"up", up_phase},           {"connectivity", connectivity_phase},
+                                        {"traffic", traffic_phase}, {"collect", collect_phase},
+                                        {"merge", merge_phase}};
   bool go = run_phase(c, kValidate) && !opts.model_only;
+  if (opts.split) go = go && run_phase(c, kJoin);
   for (const Phase& p : kOnFabric) go = go && run_phase(c, p);
   if (c.testbed) run_phase(c, kDown);  // whatever happened after up
   check_delivery(c);

@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "fabric/realiser.h"
 #include "model/scenario.h"
 #include "run/capabilities.h"
 #include "run/results.h"
@@ -21,6 +23,11 @@ struct RunOptions {
   uint16_t metrics_port = 0;  // the agent serves Prometheus metrics here while the fabric is up
   std::function<void(double, const std::string&)> meter;  // the workloads' progress (a bar); unset: log lines
   std::vector<std::string> notes;  // the caller's, first in the run's notes (how `scale: auto` chose D)
+  // One machine's part of a fabric split over several (`run --part I/M --peers ...`,
+  // docs/multi-machine.md): its share of the fabric, faults and QP ends. The parts meet at a
+  // rendezvous on part 0's underlay address, and each reports the whole run.
+  std::optional<fabric::UpOptions::Split> split;
+  int64_t split_wait_ms = 300'000;  // how long a part waits for the others to start, and to come up
 };
 
 struct RunReport {

@@ -326,6 +326,13 @@ Result<std::vector<std::string>> Rendezvous::exchange(const std::string& tag, co
   }
 }
 
+std::vector<int> Rendezvous::fds() const {
+  std::vector<int> out;
+  for (const Conn& c : conns_)
+    if (c.fd >= 0) out.push_back(c.fd);
+  return out;
+}
+
 void Rendezvous::abort(const std::string& why) {
   if (!aborted_.empty()) return;
   aborted_ = "part " + std::to_string(index_) + " stopped: " + why;

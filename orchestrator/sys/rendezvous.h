@@ -48,6 +48,9 @@ class Rendezvous {
                                             const std::atomic<bool>* cancel = nullptr);
   // Tells the other parts this one stops: their next offer or exchange fails with `why`.
   void abort(const std::string& why);
+  // The connections' descriptors: input on one may complete an offer (a caller that sleeps
+  // wakes on them).
+  std::vector<int> fds() const;
 
  private:
   struct Conn {

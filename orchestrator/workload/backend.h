@@ -61,7 +61,9 @@ class Backend {
   virtual bool failed(size_t qp) const = 0;
   virtual uint32_t mtu(size_t qp) const = 0;
   // Drives every endpoint until step() says done (true) or the deadline passes (false).
-  virtual bool run(const std::function<bool()>& step, sys::Nanos deadline) = 0;
+  // Input on a `wake` descriptor runs the step at once (a split run's rendezvous: the other
+  // machines finished a round).
+  virtual bool run(const std::function<bool()>& step, sys::Nanos deadline, const std::vector<int>& wake = {}) = 0;
   virtual QpCounters qp_counters(size_t qp) const = 0;
   virtual EndpointCounters endpoint_counters(size_t endpoint) const = 0;
   virtual size_t qp_count() const = 0;

@@ -85,7 +85,7 @@ class Builtin final : public Backend {
   }
   bool failed(size_t qp) const override { return rc(qp).failed(); }
   uint32_t mtu(size_t qp) const override { return rc(qp).config().mtu; }
-  bool run(const std::function<bool()>& step, sys::Nanos deadline) override;
+  bool run(const std::function<bool()>& step, sys::Nanos deadline, const std::vector<int>& wake = {}) override;
   QpCounters qp_counters(size_t qp) const override {
     auto r = shards_[qps_.at(qp).first]->eng.qp_report(qps_.at(qp).second);
     r.endpoint = shards_[qps_.at(qp).first]->global_ep.at(r.endpoint);
@@ -114,7 +114,8 @@ class Builtin final : public Backend {
     const uint64_t one = 1;
     (void)!::write(s.wake.get(), &one, sizeof one);
   }
-  void serve(size_t i, const std::function<bool()>& step, sys::Nanos deadline, std::atomic<int>& outcome);
+  void serve(size_t i, const std::function<bool()>& step, sys::Nanos deadline, std::atomic<int>& outcome,
+             const std::vector<int>& wake);
   std::vector<sys::ThreadCpu> run_cpu() const override { return run_cpu_; }
 
   sys::MonotonicClock clock_;  // declared before the engines, which keep a reference
@@ -137,11 +138,16 @@ void accounted(sys::ThreadCpu& out, const std::function<void()>& body) {
 // One shard's thread: turns until the step says done (shard 0 runs it), the deadline passes,
 // or another shard ended the run (outcome set: 1 done, 0 deadline).
 constexpr sys::Nanos kStepEvery = 1'000'000;
-void Builtin::serve(size_t i, const std::function<bool()>& step, sys::Nanos deadline, std::atomic<int>& outcome) {
+void Builtin::serve(size_t i, const std::function<bool()>& step, sys::Nanos deadline, std::atomic<int>& outcome,
+                    const std::vector<int>& wake) {
   Shard& me = *shards_[i];
   std::vector<pollfd> fds;
   for (int fd : me.eng.rx_fds()) fds.push_back({fd, POLLIN, 0});
+  const size_t first_wake = fds.size();
+  for (int fd : i == 0 ? wake : std::vector<int>{}) fds.push_back({fd, POLLIN, 0});  // the step's own news
+  const size_t last_wake = fds.size();
   fds.push_back({me.wake.get(), POLLIN, 0});
+  bool woke = false;
   auto finish = [&](int how) {
     int none = -1;
     outcome.compare_exchange_strong(none, how);
@@ -161,7 +167,8 @@ void Builtin::serve(size_t i, const std::function<bool()>& step, sys::Nanos dead
     if (i != 0 && news && !me.told.exchange(true)) poke(*shards_[0]);
     // The step stops every shard, so it runs when there is news for it (completions,
     // messages), or each kStepEvery for what comes with time (a job's start, the samples).
-    bool step_now = i == 0 && (news || clock_.now() - last_step >= kStepEvery);
+    bool step_now = i == 0 && (news || woke || clock_.now() - last_step >= kStepEvery);
+    woke = false;
     for (size_t k = 1; i == 0 && !step_now && k < shards_.size(); ++k) step_now = shards_[k]->told.load();
     if (step_now) {
       last_step = clock_.now();
@@ -195,22 +202,23 @@ void Builtin::serve(size_t i, const std::function<bool()>& step, sys::Nanos dead
       uint64_t n;
       (void)!::read(me.wake.get(), &n, sizeof n);
     }
+    for (size_t k = first_wake; k < last_wake; ++k) woke = woke || (fds[k].revents & POLLIN);
   }
 }
 
-bool Builtin::run(const std::function<bool()>& step, sys::Nanos deadline) {
+bool Builtin::run(const std::function<bool()>& step, sys::Nanos deadline, const std::vector<int>& wake) {
   if (shards_.empty()) shards_.push_back(std::make_unique<Shard>(dcqcn_, clock_));
   run_cpu_.assign(shards_.size(), {});
   if (shards_.size() == 1) {
     bool done = false;
-    accounted(run_cpu_[0], [&] { done = shards_[0]->eng.run(step, deadline); });
+    accounted(run_cpu_[0], [&] { done = shards_[0]->eng.run(step, deadline, wake); });
     return done;
   }
   std::atomic<int> outcome{-1};
   std::vector<std::thread> others;
   for (size_t i = 1; i < shards_.size(); ++i)
-    others.emplace_back([&, i] { accounted(run_cpu_[i], [&] { serve(i, step, deadline, outcome); }); });
-  accounted(run_cpu_[0], [&] { serve(0, step, deadline, outcome); });
+    others.emplace_back([&, i] { accounted(run_cpu_[i], [&] { serve(i, step, deadline, outcome, wake); }); });
+  accounted(run_cpu_[0], [&] { serve(0, step, deadline, outcome, wake); });
   for (auto& t : others) t.join();
 
   return outcome.load() == 1;

@@ -845,7 +845,7 @@ Result<WorkloadRun> Session::run() {
   const Nanos deadline = t0_ + last_start + Nanos(double(total_bytes_) * 8 / slowest * 4e9) + retries + 30'000'000'000;
   const auto cpu0 = sys::thread_cpu();
   const auto steal0 = sys::machine_steal();
-  const bool finished = b_.run([this] { return step(); }, deadline);
+  const bool finished = b_.run([this] { return step(); }, deadline, parts_ ? parts_->fds() : std::vector<int>{});
   const Nanos t_end = b_.clock().now();
   const auto cpu1 = sys::thread_cpu();
   const auto steal1 = sys::machine_steal();

@@ -326,6 +326,7 @@ class Split(unittest.TestCase):
     receiver's leaf, in part 0, whichever spines they hash to."""
     base = f"sp{PID}"
     parts = [f"sp{PID}a", f"sp{PID}b"]
+    whole = f"sp{PID}w"  # the same scenario on one machine
     underlay = ["198.19.254.0", "198.19.254.1"]
 
     def setUp(self):
@@ -344,12 +345,12 @@ class Split(unittest.TestCase):
                     "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}\n")
 
     def tearDown(self):
-        for name in self.parts:
+        for name in self.parts + [self.whole]:
             rocelab("down", name)
         for m in self.machines:
             subprocess.run(["ip", "netns", "del", m], capture_output=True)
         shutil.rmtree(self.tmp, ignore_errors=True)
-        for name in self.parts + [self.base]:
+        for name in self.parts + [self.base, self.whole]:
             self.assertEqual(leftovers(name), [])
 
     def up(self, i, *extra):
@@ -464,6 +465,101 @@ class Split(unittest.TestCase):
         self.assertEqual(lossless_drops, 0)
         print(f"split: {got} of {count * len(txs)} datagrams of a 2:1 incast across the cut, {pfc_over_cut} PFC frames "
               f"received over VXLAN cut links, {lossless_drops} lossless drops", file=sys.stderr)
+
+    def run_parts(self, path, extra=(("--part-wait", "60"), ("--part-wait", "60"))):
+        """`rocelab run --part I/2` on both "machines" at once; (returncode, stderr, results) per part."""
+        procs = []
+        for i in (0, 1):
+            out = os.path.join(self.tmp, f"run{i}")
+            shutil.rmtree(out, ignore_errors=True)
+            procs.append((out, subprocess.Popen(
+                ["nsenter", f"--net={NETNS_DIR}/{self.machines[i]}", ROCELAB, "run", "--no-report", "--instance",
+                 self.parts[i], "--part", f"{i}/2", "--peers", ",".join(self.underlay), "--out", out, *extra[i], path],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        got = []
+        for out, p in procs:
+            _, err = p.communicate(timeout=300)
+            res = None
+            if os.path.exists(os.path.join(out, "results.json")):
+                with open(os.path.join(out, "results.json")) as f:
+                    res = json.load(f)
+            got.append((p.returncode, err, res))
+        return got
+
+    def test_a_split_run_reports_every_flow_as_one_machine_does(self):
+        """`run --part` on both machines: a 2:1 incast from part 1's hosts into part 0's and a
+        ring all-reduce over all four hosts (its rounds agreed across the machines). Each part
+        reports every flow alike, the metrics of both parts' nodes, the connectivity of all
+        twelve host pairs; and the figures are one machine's, within noise."""
+        path = os.path.join(self.tmp, "w.yaml")
+        with open(path, "w") as f:
+            f.write("name: split\nseed: 3\nscale: 2000\ndefaults: {rate: 100G, mtu: 4200}\n"
+                    "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}\n"
+                    "workloads:\n"
+                    "  - {name: incast, type: incast, hosts: [host3, host4], to: host1, message: 1MB, iterations: 4}\n"
+                    "  - {name: ring, type: allreduce, message: 4MB, iterations: 2, start: 2ms}\n"
+                    "expect: [lossless_drops == 0, digest_errors == 0]\n")
+        parts = self.run_parts(path)
+        for i, (rc, err, res) in enumerate(parts):
+            self.assertEqual(rc, 0, f"part {i}: {err[-2000:]}")
+            self.assertEqual(res["split"]["part"], i)
+        a, b = parts[0][2], parts[1][2]
+        self.assertEqual(a["workloads"]["flows"], b["workloads"]["flows"], "both parts report every flow alike")
+        self.assertEqual(len(a["workloads"]["flows"]), 6)
+        self.assertTrue(all(f["digest_ok"] and f["bytes"] > 0 for f in a["workloads"]["flows"]))
+        for res in (a, b):
+            m = res["metrics"]
+            self.assertEqual((m["host_pairs"], m["reachable_pairs"]), (12, 12), "each part pinged from its own hosts")
+            nodes = {s["labels"]["node"] for s in m["tx_bytes"] if s["value"] > 0}
+            self.assertTrue({"leaf1", "leaf2", "host1", "host3"} <= nodes, f"both parts' ports: {sorted(nodes)}")
+            self.assertEqual(m["lossless_drops"], 0)
+
+        whole = os.path.join(self.tmp, "whole")
+        r = rocelab("run", "--no-report", "--instance", self.whole, "--out", whole, path, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+        with open(os.path.join(whole, "results.json")) as f:
+            w = json.load(f)
+
+        def ring(res):
+            return next(x for x in res["workloads"]["workloads"] if x["name"] == "ring")["busbw_GBps"]
+
+        def incast(res):
+            return sorted((f["from"], f["bytes"]) for f in res["workloads"]["flows"] if f["workload"] == "incast")
+
+        self.assertEqual(incast(a), incast(w))
+        # The ring's rounds wait for the other machine at each step: a round's barrier costs
+        # one message over the underlay, well under 1 % here.
+        self.assertGreater(ring(a), 0.95 * ring(w))
+        self.assertLess(ring(a), 1.02 * ring(w))
+        print(f"split run: ring busbw {ring(a):.2f} GB/s on two machines, {ring(w):.2f} on one",
+              file=sys.stderr)
+
+    def test_split_runs_that_cannot_agree_stop_on_every_part_and_say_why(self):
+        # Another seed on part 1: both refuse before anything is made.
+        got = self.run_parts(self.path, ((), ("--seed", "9")))
+        for i, (rc, err, _) in enumerate(got):
+            self.assertEqual(rc, 3, err)
+            self.assertIn(f"part {1 - i} plans another run", err)
+            self.assertIn("every part needs the same file, --seed, --scale and M", err)
+        # Part 1 names an underlay address its machine lacks: its up fails, and part 0 stops,
+        # saying which part and why, taking its share of the fabric down.
+        self.underlay = ["198.19.254.0", "198.19.254.7"]
+        got = self.run_parts(self.path)
+        self.assertEqual(got[1][0], 4, got[1][1])
+        self.assertIn("no interface of this machine has the underlay address 198.19.254.7", got[1][1])
+        self.assertEqual(got[0][0], 4, got[0][1])
+        self.assertIn("part 1 stopped: up: no interface of this machine has the underlay address 198.19.254.7", got[0][1])
+        for name in self.parts:
+            self.assertEqual(leftovers(name), [])
+        # A part alone waits as long as asked, then names the part it did not meet.
+        r = subprocess.run(["nsenter", f"--net={NETNS_DIR}/{self.machines[1]}", ROCELAB, "run", "--instance", self.parts[1],
+                            "--part", "1/2", "--peers", ",".join(self.underlay), "--part-wait", "1", "--out",
+                            os.path.join(self.tmp, "alone"), self.path], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 4, r.stderr)
+        self.assertIn("waited 1 s at 'hello' for part 0 (198.19.254.0:4790)", r.stderr)
+        r = rocelab("run", "--part-wait", "5", self.path)
+        self.assertEqual(r.returncode, 3)
+        self.assertIn("--part-wait goes with --part", r.stderr)
 
 
 @unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")

@@ -1,0 +1,97 @@
+#include "run/split.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "run/resolved.h"
+
+namespace rocelab::run {
+
+std::string split_fingerprint(const model::Scenario& s, size_t parts) {
+  auto j = resolved_json(s, false);
+  j.erase("name");  // each machine's instance may have its own name
+  j["scale"] = s.scale.factor();  // as chosen (scale: auto calibrates on each machine)
+  j["parts"] = parts;
+  const std::string text = j.dump();
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a: the same on every build, unlike std::hash
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ull;
+  return std::to_string(h) + " (D = " + fmt::format("{:g}", s.scale.factor()) + ", seed " + std::to_string(s.seed) + ")";
+}
+
+Result<bool> fault_here(const model::Fault& f, size_t index, const model::Scenario& s, const model::Partition& p,
+                        size_t part) {
+  const std::string node = f.target.substr(0, f.target.find(':'));
+  const std::string port = f.target.find(':') == std::string::npos ? "" : f.target.substr(f.target.find(':') + 1);
+  const auto it = std::find_if(s.nodes.begin(), s.nodes.end(), [&](const model::Node& n) { return n.name == node; });
+  if (it == s.nodes.end()) return error(Errc::kBadInput, "fault " + std::to_string(index + 1) + " targets no node of the fabric: " + f.target);
+  const size_t x = size_t(it - s.nodes.begin());
+  const std::string which = "fault " + std::to_string(index + 1) + " (" + f.type + " on " + f.target + ")";
+  if (f.type == "link_down" || f.type == "link_flap" || f.type == "node_crash")
+    return error(Errc::kBadInput, which + ": a split run cannot apply link or node faults yet (they reconverge every "
+                                          "switch's routes, on every machine); run this scenario on one machine");
+  if (f.type == "mtu_mismatch")
+    for (const model::Link& l : s.links)
+      if ((l.a.node == x && l.a.ifname == port) || (l.b.node == x && l.b.ifname == port))
+        if (p.part_of[l.a.node] != p.part_of[l.b.node])
+          return error(Errc::kBadInput, which + ": an MTU mismatch acts on both ends of its link, and this one is cut "
+                                                "between machines");
+  return p.part_of[x] == part;
+}
+
+model::MetricSet metrics_from_json(const nlohmann::ordered_json& j) {
+  model::MetricSet m;
+  for (const auto& [name, v] : j.items()) {
+    const model::MetricInfo* info = model::find_metric(name);
+    if (!info) continue;
+    model::MetricValue mv;
+    mv.kind = info->kind;
+    // JSON has no NaN or infinity: metrics_json wrote them as null.
+    const auto number = [](const nlohmann::ordered_json& x) {
+      return x.is_number() ? x.get<double>() : std::numeric_limits<double>::quiet_NaN();
+    };
+    if (info->kind == model::MetricKind::kScalar) {
+      mv.scalar = number(v);
+    } else {
+      for (const auto& smp : v)
+        mv.samples.push_back({smp.at("labels").get<std::map<std::string, std::string>>(), number(smp.at("value"))});
+    }
+    m[name] = std::move(mv);
+  }
+  return m;
+}
+
+namespace {
+
+// Scalars that count or time what each machine saw of its own nodes: the fabric's is the sum.
+// Every other scalar is the same on every part (the scenario's, or the workloads' once the
+// figures were traded) or a worst case, and the fabric's is the largest.
+const std::set<std::string, std::less<>> kSummed = {
+    "link_down_time", "path_changes", "storm_frames", "pfc_deadlocks", "agent_pauses", "pause_time", "pfc_leaks",
+    "pfc_pause_tail", "lossless_drops", "host_pairs", "reachable_pairs", "unreachable_pairs"};
+
+}  // namespace
+
+void merge_metrics(model::MetricSet& mine, const model::MetricSet& far) {
+  for (const auto& [name, v] : far) {
+    auto it = mine.find(name);
+    if (it == mine.end()) {
+      mine[name] = v;
+      continue;
+    }
+    model::MetricValue& m = it->second;
+    if (v.kind == model::MetricKind::kScalar) {
+      m.scalar = kSummed.count(name) ? m.scalar + v.scalar : std::max(m.scalar, v.scalar);
+      continue;
+    }
+    std::set<std::map<std::string, std::string>> have;
+    for (const auto& s : m.samples) have.insert(s.labels);
+    for (const auto& s : v.samples)
+      if (!have.count(s.labels)) m.samples.push_back(s);
+  }
+}
+
+}  // namespace rocelab::run

@@ -1,0 +1,35 @@
+// `rocelab run --part I/M`: one machine's share of a run on a fabric split over several
+// (docs/multi-machine.md). Each part runs its own nodes, faults and QP ends; they meet at
+// named moments through a sys::Rendezvous, and at the end every part's figures become one
+// run's, the same on every machine: what this file decides.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/expect.h"
+#include "model/partition.h"
+#include "model/scenario.h"
+#include "sys/error.h"
+
+namespace rocelab::run {
+
+// What every part must agree on before anything is made: the whole scenario as resolved
+// (seed and D included) and the number of parts. Parts that differ would plan different QPs.
+std::string split_fingerprint(const model::Scenario& s, size_t parts);
+
+// Whether this machine applies fault `f`: its target's node is here. An error for faults a
+// split run cannot apply yet: link and node faults reconverge every switch's routes, across
+// machines, and an MTU mismatch on a cut link acts on both machines' ends.
+Result<bool> fault_here(const model::Fault& f, size_t index, const model::Scenario& s, const model::Partition& p,
+                        size_t part);
+
+// A metric set back from metrics_json (kinds from the registry; names it lacks are skipped).
+model::MetricSet metrics_from_json(const nlohmann::ordered_json& j);
+
+// Adds another part's metrics to this part's: samples whose labels this part lacks (its
+// nodes' ports, queues and agent figures), and each scalar by its nature — counts and times
+// summed over the parts, the rest (worst cases, the scenario's own figures) the largest.
+void merge_metrics(model::MetricSet& mine, const model::MetricSet& far);
+
+}  // namespace rocelab::run
