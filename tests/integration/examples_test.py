@@ -29,6 +29,8 @@ SKIPPED = {
     "run --vm": "boots the VM image: the vm tier (tests/vm/rxe_vm_test.py) runs a scenario with run --vm",
     "up --part": "needs the machines its --peers name: fabric_test.py Split runs up --part with two namespaces "
                  "standing for them, and the vm tier with two guests",
+    "run --part": "needs the machines its --peers name: fabric_test.py Split runs run --part with two namespaces "
+                  "standing for them, and the vm tier with two guests",
 }
 
 # The order examples run in, with the clean-up between them that is not an example.

@@ -82,24 +82,31 @@ def boot(image_dir, job_dir, accel, timeout):
 
 
 # A guest of a fabric split over two (docs/multi-machine.md): its NIC on the underlay (a qemu
-# socket link between the two guests, loopback TCP on this machine), its part up, then pings
-# across the cut links to a host of the other part until one answers, five more measured;
-# it keeps its part up a while for the other guest's pings, then reads its counters.
+# socket link between the two guests, loopback TCP on this machine), then its part of the
+# run: `rocelab run --part`, which meets the other guest's at part 0's address, brings its
+# share up with VXLAN cut links, and reports the whole run into the shared directory.
 SPLIT_JOB = r"""#!/bin/sh
 ip() {{ /usr/bin/ip "$@"; }}
 cd /job
+ip link set lo up
 ip link set eth0 mtu 9000 up
 ip addr add {me}/31 dev eth0
 i=0; until /usr/bin/busybox ping -c 1 -W 1 {peer} > /dev/null 2>&1; do i=$((i+1)); [ $i -gt 180 ] && exit 20; done
-/usr/bin/rocelab up --part {part}/2 --peers {peers} split.yaml > up.txt 2>&1 || exit 10
-i=0
-until ip netns exec rl-split.{src} /usr/bin/busybox ping -c 1 -W 1 {dst} > /dev/null 2>&1; do
-  i=$((i+1)); [ $i -gt 180 ] && {{ /usr/bin/rocelab down split; exit 21; }}
-done
-ip netns exec rl-split.{src} /usr/bin/busybox ping -c 5 {dst} > ping.txt
-ip -n rl-split.{leaf} -d -j link show {cut} > cut.json
-sleep 20
-/usr/bin/rocelab down split || exit 12
+/usr/bin/rocelab run --no-report --part {part}/2 --peers {peers} --part-wait 600 --scale {scale} --out /job/run split.yaml > run.txt 2>&1
+echo $? > run.rc
+"""
+
+# Issue 22's cut link, shown: an 8-rank ring all-reduce over both leaves and a 3:1 incast from
+# part 1's hosts into part 0's, on the default lossless profile (PFC and DCQCN both act).
+SPLIT_SCENARIO = """name: split
+seed: 5
+scale: 20000
+defaults: {rate: 100G, mtu: 4200}
+fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 4}
+workloads:
+  - {name: ring, type: allreduce, message: 1MB, iterations: 2}
+  - {name: incast, type: incast, hosts: [host5, host6, host7], to: host1, message: 512KB, iterations: 2, start: 1ms}
+expect: [lossless_drops == 0, digest_errors == 0]
 """
 
 
@@ -326,38 +333,24 @@ class Vm(unittest.TestCase):
         finally:
             shutil.rmtree(job, ignore_errors=True)
 
-    def test_two_guests_carry_one_fabric_over_cut_links(self):
-        """Issue 22 (multi-machine): one leaf-spine fabric split over two guests, each a
-        kernel of its own, `up --part I/2` in each; the two uplinks between them are VXLAN
-        ports over the guests' underlay. Hosts of each part reach hosts of the other."""
-        if not ROCELAB:
-            self.skipTest("no --rocelab: the image carries no rocelab binary")
+    def split_run(self, scale):
+        """Both guests run their part of SPLIT_SCENARIO at D = `scale`: ([rc, results, run.txt]
+        per part, seconds)."""
         tmp = tempfile.mkdtemp(prefix="rocelab-vm-split-")
+        procs, jobs = [], []
         try:
-            scenario = ("name: split\nscale: 1000\ndefaults: {rate: 100G, mtu: 4200}\nqos: {profile: roce-lossless}\n"
-                        "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}\n")
-            path = os.path.join(tmp, "split.yaml")
-            with open(path, "w") as f:
-                f.write(scenario)
-            r = subprocess.run([ROCELAB, "validate", "--resolved", "-j", path], capture_output=True, text=True, check=True)
-            doc = json.loads(r.stdout)
-            addr = {n: d["interfaces"][0]["address"].split("/")[0] for n, d in doc["derived"]["nodes"].items()
-                    if n.startswith("host")}
             under = ["198.19.254.0", "198.19.254.1"]
-            # Part 0 holds leaf1 with host1 and host2, part 1 leaf2 with host3 and host4
-            # (model/partition.h); each pings across, and shows one of its cut ports.
-            jobs, procs = [], []
             with socket.socket() as probe:
                 probe.bind(("127.0.0.1", 0))
                 port = probe.getsockname()[1]
-            for part, (src, dst, leaf, cut) in enumerate((("host1", "host3", "leaf1", "spine2"),
-                                                          ("host3", "host1", "leaf2", "spine1"))):
+            for part in (0, 1):
                 job = os.path.join(tmp, f"part{part}")
                 os.makedirs(job)
-                shutil.copy(path, job)
+                with open(os.path.join(job, "split.yaml"), "w") as f:
+                    f.write(SPLIT_SCENARIO)
                 with open(os.path.join(job, "job.sh"), "w") as f:
                     f.write(SPLIT_JOB.format(me=under[part], peer=under[1 - part], part=part, peers=",".join(under),
-                                             src=src, dst=addr[dst], leaf=leaf, cut=cut))
+                                             scale=scale))
                 os.chmod(os.path.join(job, "job.sh"), 0o755)
                 mode = "listen" if part == 0 else "connect"
                 net = ["-netdev", f"socket,id=u,{mode}=127.0.0.1:{port}",
@@ -367,35 +360,77 @@ class Vm(unittest.TestCase):
                 jobs.append(job)
                 time.sleep(2)  # the listening guest's socket first
             t0 = time.time()
-            outs = [p.communicate(timeout=900)[0] for p in procs]
+            outs = [p.communicate(timeout=1500)[0] for p in procs]
             seconds = time.time() - t0
-            rtts = []
+            got = []
             for part, job in enumerate(jobs):
-                rc_path = os.path.join(job, "job.rc")
-                log = ""
-                if os.path.exists(os.path.join(job, "job.log")):
-                    with open(os.path.join(job, "job.log")) as f:
-                        log = f.read()
-                self.assertTrue(os.path.exists(rc_path), f"guest {part} ran no job:\n{outs[part][-2000:]}")
-                with open(rc_path) as f:
-                    self.assertEqual(f.read().strip(), "0", f"guest {part}:\n{log[-2000:]}")
-                with open(os.path.join(job, "up.txt")) as f:
-                    self.assertIn(f"part {part} of 2: 2 links cut to the other machines as VXLAN ports", f.read())
-                with open(os.path.join(job, "ping.txt")) as f:
-                    got = [float(x) for x in re.findall(r"time=([\d.]+) ms", f.read())]
-                self.assertEqual(len(got), 5, f"guest {part}")
-                rtts += got
-                with open(os.path.join(job, "cut.json")) as f:
-                    info = json.load(f)[0]
-                self.assertEqual(info["linkinfo"]["info_kind"], "vxlan")
-                self.assertEqual(info["linkinfo"]["info_data"]["remote"], under[1 - part])
-            print(f"vm: one fabric over two guests: pings across the cut links, {min(rtts):.2f}-{max(rtts):.2f} ms; "
-                  f"{seconds:.1f} s (TCG)", file=sys.stderr)
+                def read(name):
+                    path = os.path.join(job, name)
+                    if not os.path.exists(path):
+                        return None
+                    with open(path) as f:
+                        return f.read()
+                self.assertEqual((read("job.rc") or "").strip(), "0", f"guest {part}:\n{(read('job.log') or outs[part])[-2000:]}")
+                res = read(os.path.join("run", "results.json"))
+                got.append(((read("run.rc") or "").strip(), json.loads(res) if res else None, read("run.txt") or ""))
+            return got, seconds
         finally:
             for p in procs:
                 if p.poll() is None:
                     p.kill()
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def test_two_guests_carry_one_run_over_cut_links_as_one_machine_does(self):
+        """Issue 22 (multi-machine): one scenario split over two guests, each a kernel of its
+        own: `rocelab run --part I/2` in each, the two leaves' uplinks to the other guest's
+        spine VXLAN ports over the guests' underlay. Both report the whole run alike, and its
+        physical figures are this machine's for the same scenario, within run-to-run noise."""
+        if not ROCELAB:
+            self.skipTest("no --rocelab: the image carries no rocelab binary")
+        scale = 20000
+        parts, seconds = self.split_run(scale)
+        if any(rc == "2" for rc, _, _ in parts):  # TCG fell behind (exit 2, the reason said): once more at 2 x D
+            print(f"vm: split run invalid at D = {scale}: {[t[-300:] for _, _, t in parts]}; again at {2 * scale}", file=sys.stderr)
+            scale *= 2
+            parts, seconds = self.split_run(scale)
+        for part, (rc, res, text) in enumerate(parts):
+            self.assertEqual(rc, "0", f"part {part}:\n{text[-3000:]}")
+            self.assertEqual(res["split"]["part"], part)
+            self.assertIn(f"part {part} of 2: meeting the other parts", text)
+            self.assertEqual((res["metrics"]["host_pairs"], res["metrics"]["reachable_pairs"]), (56, 56))
+        a, b = parts[0][1], parts[1][1]
+        self.assertEqual(a["workloads"]["flows"], b["workloads"]["flows"])
+        # The same scenario on this machine, at the same D.
+        tmp = tempfile.mkdtemp(prefix="rocelab-vm-whole-")
+        try:
+            path = os.path.join(tmp, "split.yaml")
+            with open(path, "w") as f:
+                f.write(SPLIT_SCENARIO)
+            r = subprocess.run([ROCELAB, "run", "--no-report", "--instance", f"vmw{os.getpid()}", "--scale", str(scale),
+                                "--out", os.path.join(tmp, "run"), path], capture_output=True, text=True, timeout=900)
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            with open(os.path.join(tmp, "run", "results.json")) as f:
+                w = json.load(f)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        fig = {name: figures(res) for name, res in (("two guests", a), ("one machine", w))}
+        print(f"vm: one run over two guests ({seconds:.0f} s, TCG, D = {scale}) against this machine: {fig}", file=sys.stderr)
+        two, one = fig["two guests"], fig["one machine"]
+        self.assertAlmostEqual(two["ring_busbw_GBps"], one["ring_busbw_GBps"], delta=0.05 * one["ring_busbw_GBps"])
+        self.assertAlmostEqual(two["incast_jct_us"], one["incast_jct_us"], delta=0.25 * one["incast_jct_us"])
+        self.assertEqual(two["incast_bytes"], one["incast_bytes"])
+        self.assertEqual(two["lossless_drops"], 0)
+
+
+def figures(res):
+    """The physical figures a split run must share with one machine's."""
+    wl = {x["name"]: x for x in res["workloads"]["workloads"]}
+    m = res["metrics"]
+    return {"ring_busbw_GBps": round(wl["ring"]["busbw_GBps"], 2), "incast_jct_us": round(wl["incast"]["jct_s"] * 1e6, 1),
+            "incast_bytes": sum(f["bytes"] for f in res["workloads"]["flows"] if f["workload"] == "incast"),
+            "cnps": res["workloads"]["engine"]["cnp_sent"], "pfc_frames": sum(s["value"] for s in m.get("pfc_tx", [])),
+            "pause_us": round(sum(s["value"] for s in m.get("port_pause_time", [])) * 1e6, 1),
+            "lossless_drops": m["lossless_drops"]}
 
 
 if __name__ == "__main__":
