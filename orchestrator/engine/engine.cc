@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 
+#include "sys/inet.h"
 #include "sys/netns.h"
 
 namespace rocelab::engine {
@@ -27,14 +28,6 @@ constexpr int kRxBuffer = 4 << 20;
 constexpr int kTxBuffer = 8 << 10;
 constexpr size_t kFrameOverhead = 14 + 20 + 8;  // Ethernet + IPv4 + UDP around a RoCE payload
 constexpr Nanos kMaxSleep = 5'000'000;
-
-sockaddr_in sock_addr(uint32_t addr, uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(addr);
-  a.sin_port = htons(port);
-  return a;
-}
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
@@ -64,7 +57,7 @@ std::optional<sys::Fd> udp_socket(int netns_fd, uint32_t addr, uint16_t port, bo
       return why = errno_text("socket options"), std::nullopt;
     }
   }
-  auto a = sock_addr(addr, port);
+  auto a = sys::ipv4_sockaddr(addr, port);
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     char ip[INET_ADDRSTRLEN];
     in_addr in{htonl(addr)};
@@ -351,7 +344,7 @@ void Engine::transmit(Qp& q, Nanos now) {
   const double rate = std::min(q.rp.rate(), q.line_bps);
   const double allowance = pace(q, now, rate);
   static thread_local std::vector<std::vector<uint8_t>> out(kBatch);
-  TxBatch b{out, sock_addr(q.flow.dst, kRoceUdpPort)};
+  TxBatch b{out, sys::ipv4_sockaddr(q.flow.dst, kRoceUdpPort)};
   if (!send_held(q, b)) return;
   // Counted only once the socket takes packets again: an interval that ended with the NIC
   // paused (PFC) was not the pacer's to fill.

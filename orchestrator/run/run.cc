@@ -436,7 +436,6 @@ Status collect_phase(RunContext& c) {
 // A split run: every part's figures become one run's on every part (merge_metrics says
 // how), its faults on one timeline, and the first reason any part was invalid.
 Status merge_phase(RunContext& c) {
-  if (!c.parts) return ok();
   const ordered_json mine{{"metrics", metrics_json(c.metrics)}, {"invalid", c.invalid}, {"faults", c.faults}, {"notes", c.notes}};
   auto all = c.parts->exchange("run-figures", mine.dump(), c.opts.split_wait_ms, c.opts.cancel);
   if (!all) return all.error();
@@ -622,13 +621,14 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
     c.error = st.error();
     return report(c);
   }
-  static constexpr Phase kValidate{"validate", validate_phase}, kJoin{"join", join_phase}, kDown{"down", down_phase};
-  static constexpr Phase kOnFabric[] = {{"up", up_phase},           {"connectivity", connectivity_phase},
-                                        {"traffic", traffic_phase}, {"collect", collect_phase},
-                                        {"merge", merge_phase}};
+  static constexpr Phase kValidate{"validate", validate_phase}, kJoin{"join", join_phase}, kMerge{"merge", merge_phase},
+      kDown{"down", down_phase};
+  static constexpr Phase kOnFabric[] = {
+      {"up", up_phase}, {"connectivity", connectivity_phase}, {"traffic", traffic_phase}, {"collect", collect_phase}};
   bool go = run_phase(c, kValidate) && !opts.model_only;
-  if (opts.split) go = go && run_phase(c, kJoin);
+  if (opts.split) go = go && run_phase(c, kJoin);  // a split run meets its other parts first, and merges last
   for (const Phase& p : kOnFabric) go = go && run_phase(c, p);
+  if (opts.split) go = go && run_phase(c, kMerge);
   if (c.testbed) run_phase(c, kDown);  // whatever happened after up
   check_delivery(c);
   assert_phase(c);

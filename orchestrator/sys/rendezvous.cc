@@ -1,5 +1,7 @@
 #include "sys/rendezvous.h"
 
+#include "sys/inet.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -37,14 +39,6 @@ uint32_t get32(const std::string& s, size_t at) {
   return ntohl(n);
 }
 
-sockaddr_in address(uint32_t addr, uint16_t port) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(addr);
-  sa.sin_port = htons(port);
-  return sa;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Rendezvous>> Rendezvous::open(size_t index, size_t parts, const std::string& hub) {
@@ -70,7 +64,7 @@ Result<std::unique_ptr<Rendezvous>> Rendezvous::open(size_t index, size_t parts,
   r->listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   const int one = 1;
   setsockopt(r->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  const sockaddr_in sa = address(r->hub_addr_, r->hub_port_);
+  const sockaddr_in sa = ipv4_sockaddr(r->hub_addr_, r->hub_port_);
   if (r->listen_fd_ < 0 || bind(r->listen_fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 ||
       listen(r->listen_fd_, int(parts)) != 0)
     return error(Errc::kEnvironment, "cannot listen on " + hub + " for the other parts: " + std::strerror(errno));
@@ -97,7 +91,7 @@ void Rendezvous::connect_to_hub() {
   next_connect_ns_ = now_ns() + kReconnectNs;
   c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (c.fd < 0) return;
-  const sockaddr_in sa = address(hub_addr_, hub_port_);
+  const sockaddr_in sa = ipv4_sockaddr(hub_addr_, hub_port_);
   const int rc = connect(c.fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
   if (rc == 0 || errno == EINPROGRESS) {
     c.connecting = rc != 0;

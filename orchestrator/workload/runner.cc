@@ -662,7 +662,11 @@ bool has_requesters(const Job& j, const std::vector<Flow>& flows) {
 // of it by the flow's end.
 void fill_delivered(Flow& f, uint64_t total) {
   auto d = f.delivered_trace;
-  if (f.finished >= 0 && !f.r.rate_trace.empty()) d.push_back({f.r.rate_trace.back().t_s, total});
+  if (f.finished >= 0 && !f.r.rate_trace.empty()) {  // the responder went on sampling after the flow's end
+    const double end = f.r.rate_trace.back().t_s;
+    d.erase(std::remove_if(d.begin(), d.end(), [end](const auto& x) { return x.first >= end; }), d.end());
+    d.push_back({end, total});
+  }
   for (auto& p : f.r.rate_trace) {
     auto after = std::lower_bound(d.begin(), d.end(), p.t_s, [](const auto& a, double t) { return a.first < t; });
     if (after == d.end()) p.delivered = d.empty() ? 0 : d.back().second;

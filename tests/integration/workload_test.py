@@ -233,12 +233,20 @@ class EngineThreads(InTempDir):
             f.write(text)
         delivered = {}
         for threads in (1, 2, 3):
-            out = os.path.join(self.tmp, f"t{threads}")
             env = dict(os.environ, ROCELAB_ENGINE_THREADS=str(threads))
-            r = subprocess.run([ROCELAB, "run", "--no-report", path, "--out", out], capture_output=True, text=True,
-                               timeout=600, env=env)
-            with open(os.path.join(out, "results.json")) as f:
-                res = json.load(f)
+
+            def once(tag, *extra):
+                out = os.path.join(self.tmp, f"t{threads}{tag}")
+                r = subprocess.run([ROCELAB, "run", "--no-report", path, "--out", out, *extra], capture_output=True,
+                                   text=True, timeout=600, env=env)
+                with open(os.path.join(out, "results.json")) as f:
+                    return r, json.load(f)
+            r, res = once("")
+            if r.returncode == 2:
+                # Three threads on two cores can fall behind (CI once: 27 % short), and the run
+                # says so, as it must: once more at 2 x D, as the scenario tier retries.
+                print(f"\n{threads} threads: {res.get('error')}; again at 2 x D", file=sys.stderr)
+                r, res = once("b", "--scale", str(2 * res["scale"]))
             self.assertIn(r.returncode, (0, 1), f"{threads} threads: {res.get('error')}")
             self.assertEqual(res["metrics"]["digest_errors"], 0, f"{threads} threads")
             self.assertEqual(res["metrics"]["lossless_drops"], 0, f"{threads} threads")
