@@ -453,9 +453,18 @@ class Vm(unittest.TestCase):
         print(f"vm: one run over two guests ({seconds:.0f} s, TCG, D = {scale}) against this machine: {fig}", file=sys.stderr)
         two, one = fig["two guests"], fig["one machine"]
         self.assertAlmostEqual(two["ring_busbw_GBps"], one["ring_busbw_GBps"], delta=0.05 * one["ring_busbw_GBps"])
-        self.assertAlmostEqual(two["incast_jct_us"], one["incast_jct_us"], delta=0.25 * one["incast_jct_us"])
         self.assertEqual(two["incast_bytes"], one["incast_bytes"])
-        self.assertEqual(two["lossless_drops"], 0)
+        # The incast's job time is DCQCN's to decide, and it decides it differently run to run
+        # on one machine too: whichever sender was cut deepest finishes alone while its rate
+        # recovers. Same seed and scenario, 26 runs here (D = 2000, 20000): 261-372 us, the
+        # receiver 68-97 % busy; two guests, 9 runs: 288-439 us (58-88 %). So one draw is not
+        # held to the other's; both must keep the receiver at least half busy (a pause or XON
+        # lost on the cut, or an RC timeout, idles it far longer), and both DCQCN and PFC act.
+        for name, f in fig.items():
+            self.assertGreaterEqual(f["incast_rx_busy"], 0.5, name)
+            self.assertGreater(f["cnps"], 0, name)
+            self.assertGreater(f["pfc_frames"], 0, name)
+            self.assertEqual(f["lossless_drops"], 0, name)
 
 
 def figures(res):
@@ -463,10 +472,14 @@ def figures(res):
     wl = {x["name"]: x for x in res["workloads"]["workloads"]}
     m = res["metrics"]
     return {"ring_busbw_GBps": round(wl["ring"]["busbw_GBps"], 2), "incast_jct_us": round(wl["incast"]["jct_s"] * 1e6, 1),
+            "incast_rx_busy": round(wl["incast"]["rx_utilization"], 3),
             "incast_bytes": sum(f["bytes"] for f in res["workloads"]["flows"] if f["workload"] == "incast"),
             "cnps": res["workloads"]["engine"]["cnp_sent"], "pfc_frames": sum(s["value"] for s in m.get("pfc_tx", [])),
             "pause_us": round(sum(s["value"] for s in m.get("port_pause_time", [])) * 1e6, 1),
-            "lossless_drops": m["lossless_drops"]}
+            "lossless_drops": m["lossless_drops"], "retransmitted": res["workloads"]["engine"]["retransmitted"],
+            "timeouts": sum(f["timeouts"] for f in res["workloads"]["flows"]),
+            "incast_flows_us": sorted((f["from"], round(f["start_s"] * 1e6), round(f["fct_s"] * 1e6))
+                                      for f in res["workloads"]["flows"] if f["workload"] == "incast")}
 
 
 if __name__ == "__main__":
