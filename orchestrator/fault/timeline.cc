@@ -8,11 +8,11 @@
 
 namespace rocelab::fault {
 
-Timeline::Timeline(const model::Scenario& s, fabric::Testbed& t, const std::function<bool(const model::Fault&)>& here)
+Timeline::Timeline(const model::Scenario& s, fabric::Testbed& t, const std::vector<bool>& here)
     : s_(s), t_(t), active_(s.faults.size()) {
   for (size_t i = 0; i < s.faults.size(); ++i) {
     const auto& f = s.faults[i];
-    if (here && !here(f)) continue;
+    if (!here.empty() && !here.at(i)) continue;
     const Kind* k = kinds().find(f.type);
     const std::vector<Piece> pieces = k && k->pieces ? k->pieces(f) : std::vector<Piece>{{model::Duration{0}, f.duration}};
     for (const Piece& p : pieces) {

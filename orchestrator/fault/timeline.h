@@ -27,9 +27,9 @@ struct Happened {
 
 class Timeline {
  public:
-  // `here`: whether this machine applies a fault (a split fabric's other parts apply theirs);
-  // unset: every fault.
-  Timeline(const model::Scenario& s, fabric::Testbed& t, const std::function<bool(const model::Fault&)>& here = {});
+  // `here[i]`: whether this machine applies fault i (a split fabric's other parts apply
+  // theirs); empty: every fault.
+  Timeline(const model::Scenario& s, fabric::Testbed& t, const std::vector<bool>& here = {});
   void start(sys::Nanos now);
   // Applies every event due by `now`, in time order; returns how many it applied.
   size_t apply_due(sys::Nanos now);

@@ -60,7 +60,7 @@ struct RunContext {
   std::string table;
   // A split fabric: the other parts, and which part runs each node.
   std::unique_ptr<sys::Rendezvous> parts;
-  std::optional<model::Partition> partition;
+  std::vector<bool> faults_here;  // which of the scenario's faults this part applies
 
   void scalar(const char* name, double v) { metrics[name] = model::MetricValue{model::MetricKind::kScalar, v, {}}; }
   const fabric::KernelPlan& plan() const { return testbed->fabric()->plan(); }
@@ -134,10 +134,13 @@ Status validate_phase(RunContext& c) {
 Status join_phase(RunContext& c) {
   const auto& sp = *c.opts.split;
   std::string why;
-  c.partition = model::partition(c.s, sp.parts, why);
-  if (!c.partition) return error(Errc::kBadInput, why);
-  for (size_t i = 0; i < c.s.faults.size(); ++i)
-    if (auto h = fault_here(c.s.faults[i], i, c.s, *c.partition, sp.index); !h) return h.error();
+  const auto partition = model::partition(c.s, sp.parts, why);
+  if (!partition) return error(Errc::kBadInput, why);
+  for (size_t i = 0; i < c.s.faults.size(); ++i) {
+    auto h = fault_here(c.s.faults[i], i, c.s, *partition, sp.index);
+    if (!h) return h.error();
+    c.faults_here.push_back(*h);
+  }
   const std::string hub = model::format_ipv4(sp.underlay.at(0)) + ":" + std::to_string(sys::kRendezvousPort);
   auto r = sys::Rendezvous::open(sp.index, sp.parts, hub);
   if (!r) return r.error();
@@ -299,13 +302,7 @@ class AgentWatch {
 Status traffic_phase(RunContext& c) {
   // The fault timeline's clock starts at the workloads' time 0 (when every part of a split
   // fabric is ready); each part applies the faults on its own nodes.
-  std::function<bool(const model::Fault&)> here;
-  if (c.parts)
-    here = [&c](const model::Fault& f) {
-      auto h = fault_here(f, size_t(&f - c.s.faults.data()), c.s, *c.partition, c.parts->index());
-      return h && *h;
-    };
-  fault::Timeline timeline(c.s, *c.testbed, here);
+  fault::Timeline timeline(c.s, *c.testbed, c.faults_here);
   Status st = ok();
   for (const auto& sink : telemetry::sinks().all())
     if (sink.start)

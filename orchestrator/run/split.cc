@@ -24,8 +24,9 @@ std::string split_fingerprint(const model::Scenario& s, size_t parts) {
 
 Result<bool> fault_here(const model::Fault& f, size_t index, const model::Scenario& s, const model::Partition& p,
                         size_t part) {
-  const std::string node = f.target.substr(0, f.target.find(':'));
-  const std::string port = f.target.find(':') == std::string::npos ? "" : f.target.substr(f.target.find(':') + 1);
+  const size_t colon = f.target.find(':');
+  const std::string node = f.target.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : f.target.substr(colon + 1);
   const auto it = std::find_if(s.nodes.begin(), s.nodes.end(), [&](const model::Node& n) { return n.name == node; });
   if (it == s.nodes.end()) return error(Errc::kBadInput, "fault " + std::to_string(index + 1) + " targets no node of the fabric: " + f.target);
   const size_t x = size_t(it - s.nodes.begin());

@@ -144,7 +144,8 @@ void Builtin::serve(size_t i, const std::function<bool()>& step, sys::Nanos dead
   std::vector<pollfd> fds;
   for (int fd : me.eng.rx_fds()) fds.push_back({fd, POLLIN, 0});
   const size_t first_wake = fds.size();
-  for (int fd : i == 0 ? wake : std::vector<int>{}) fds.push_back({fd, POLLIN, 0});  // the step's own news
+  if (i == 0)  // the step's own news
+    for (int fd : wake) fds.push_back({fd, POLLIN, 0});
   const size_t last_wake = fds.size();
   fds.push_back({me.wake.get(), POLLIN, 0});
   bool woke = false;
