@@ -474,7 +474,12 @@ void Engine::turn() {
       if (q.rc.data_ready()) ready += std::min(q.rp.rate(), q.line_bps);
       refused = refused || !q.held.empty();
     }
-    if (ep.ready_bps > 0 && !refused) {
+    // A turn counts when the interval before it began with the queue taking packets, and
+    // with it every packet built in it, those the socket then refused too: they were paced
+    // here and go out later, uncounted. Leaving out a turn that ended refused lost its
+    // packets but kept the allowance of the turns that waited for them, so a ring's NIC,
+    // refused now and then at the line rate, read 15-30 % short at 99.5 % of its busbw.
+    if (ep.ready_bps > 0) {
       ep.allowed_bytes += allowance;
       ep.paced_bytes += double(ep.sent_this_turn);
       ep.stats.pacing_error = ep.allowed_bytes > 0 ? ep.paced_bytes / ep.allowed_bytes - 1 : 0;

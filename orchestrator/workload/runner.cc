@@ -596,11 +596,11 @@ bool cpu_starved(const WorkloadRun& r) {
 }
 
 // DESIGN.md §3: a NIC that sent this much less than its QPs' rates allowed means the machine
-// did not keep up. The engine counts only turns whose sends the socket took; a NIC whose
-// queue refused packets without PFC (its socket full while the line drains it) is measured
-// too, which the ring all-reduce needs: there every NIC's queue refuses at times. Ring,
-// 8 ranks (worst NIC -> busbw efficiency): D = 1000 -0.068 -> 0.99, D = 750 -0.03 ->
-// 0.975, D = 500 -0.235 -> 0.77. The thread's CPU share is no such measure: it ran 0.88 at
+// did not keep up. The engine counts no time its queue refused packets, but it does count
+// the NIC whose queue refuses without PFC (its socket full while the line drains it), which
+// the ring all-reduce needs: there every NIC's queue refuses at times. Ring, 8 ranks (worst
+// NIC -> busbw efficiency): D = 1000 -0.000 -> 0.998, D = 500 -0.02..-0.05 -> 0.94-0.97,
+// D = 100 -0.77 -> 0.23. The thread's CPU share is no such measure: it ran 0.88 at
 // D = 1000, and a paused NIC's held packets kept it busy waiting.
 constexpr double kPacingShortfall = -0.15;
 

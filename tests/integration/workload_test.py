@@ -193,6 +193,11 @@ class AtTwiceD(InTempDir):
         self.assertLess(abs(a["cnp"] / b["cnp"] - 1), 0.3)
 
 
+def ring_efficiency(res):
+    w = next(w for w in res["workloads"]["workloads"] if w["name"] == "ring")
+    return w["busbw_GBps"] / w["busbw_bound_GBps"]
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
 class Overload(InTempDir):
     """Issue 22, done-when 3: an overloaded run is exit 2 naming what fell behind, never a
@@ -214,6 +219,33 @@ class Overload(InTempDir):
         # Whatever else held the machine, the pacer saw the shortfall and knows its NIC.
         self.assertLess(eng["worst_pacing_error"], -0.15)
         self.assertRegex(eng["worst_paced_nic"], r"^host\d+:")
+        # Every NIC of a ring carries the same bytes a round, so the pacer's shortfall is the
+        # busbw's: -0.77 against 0.23 of the bound here.
+        self.assertAlmostEqual(1 + eng["worst_pacing_error"], ring_efficiency(res), delta=0.05)
+
+    def test_a_ring_that_keeps_up_reads_no_shortfall(self):
+        """A ring's NIC queue refuses packets now and then at the line rate (no PFC): the pacer
+        counted the allowance of the turns that waited for a packet but not the packet when the
+        queue refused it, and read 15-30 % short at 99.5 % of the busbw bound (CI, 3 runs in 6
+        here). Two rings on a rail fabric (the scenario that showed it), at its D."""
+        with open(os.path.join(SOURCE, "scenarios", "allreduce-rail.yaml")) as f:
+            text = f.read().replace("name: allreduce-rail", f"name: kup{os.getpid() % 10000}")
+        path = os.path.join(self.tmp, "rail.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        for attempt in range(2):
+            out = os.path.join(self.tmp, f"run{attempt}")
+            r, res = run(path, out)
+            eng = res["workloads"]["engine"]
+            eff = ring_efficiency(res)
+            print(f"\nrail ring at D = 1000: exit {r.returncode}, busbw {eff:.3f} of its bound, worst NIC "
+                  f"{eng['worst_paced_nic']} {eng['worst_pacing_error']:+.3f}, waiting {eng['engine_cpu_waiting']:.2f}",
+                  file=sys.stderr)
+            if eff > 0.95:
+                break  # a run that kept up; one that did not (another load here) is not this test's
+        self.assertGreater(eff, 0.95, "the ring fell behind twice: the machine is busy")
+        self.assertEqual(r.returncode, 0, res.get("error"))
+        self.assertAlmostEqual(1 + eng["worst_pacing_error"], eff, delta=0.05)
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
