@@ -217,8 +217,11 @@ struct Preset {
   double pmax;
 };
 
+// 100,000 draws a point: at 10,000 the paper preset's mid-curve point expects 50 marks, where
+// the binomial's upper tail is heavier than the normal's the tolerance assumes; CI once read
+// 79 (4.1 sigma). At 4.5 sigma the four points that draw decide: a false failure in ~30,000 runs.
 TEST_F(PortPrograms, MarkFractionFollowsTheCurveForBothPresets) {
-  const uint32_t n = 10000;
+  const uint32_t n = 100000;
   for (Preset p : {Preset{"nvidia", 150 * 1024, 1500 * 1024, 1.0}, Preset{"paper", 5 * 1024, 200 * 1024, 0.01}}) {
     rl_config c = base_config();
     c.ecn[3] = {p.kmin, p.kmax, p.pmax >= 1.0 ? 0xffffffffu : static_cast<uint32_t>(p.pmax * 4294967296.0), 1};
@@ -232,7 +235,7 @@ TEST_F(PortPrograms, MarkFractionFollowsTheCurveForBothPresets) {
       Result r = run(egress(), udp_frame(26, 2), kPortA, n);
       EXPECT_EQ(r.retval, 0);
       double got = static_cast<double>(at(kPortA, 3).ecn_marked - before) / n;
-      double tol = std::max(0.02 * p.pmax, 4 * std::sqrt(want * (1 - want) / n));
+      double tol = std::max(0.02 * p.pmax, 4.5 * std::sqrt(want * (1 - want) / n));
       EXPECT_NEAR(got, want, tol) << p.name << " depth " << depth;
       if (depth < p.kmin) {
         EXPECT_EQ(got, 0.0) << p.name << ": no mark below kmin";
