@@ -1,6 +1,6 @@
 // The CLI edge: parses arguments, calls the layers below, prints, and turns their error
 // values into exit codes (0 pass, 1 assertion failed, 2 invalid run, 3 bad input,
-// 4 environment). The only place exceptions are caught.
+// 4 environment, 5 testbed fault). The only place exceptions are caught.
 #include "cli/commands.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -351,6 +351,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
   opts.scenario_path = vm["scenario"].as<std::string>();
   if (vm.count("out")) opts.out_dir = vm["out"].as<std::string>();
   opts.model_only = vm.count("model-only") > 0;
+  if (vm.count("retry-of")) opts.retry_of = vm["retry-of"].as<std::string>();
   opts.cancel = &g_cancel;
   bool drew = false;
   if (!g.json && isatty(STDERR_FILENO))  // a bar on a terminal; log lines when piped or in CI
@@ -366,7 +367,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
   run::RunReport rep = run::run_scenario(*s, opts);
   if (drew) fmt::print(stderr, "\n");
   if (g.json) {
-    ordered_json j{{"run_dir", rep.run_dir}, {"outcome", rep.outcome}, {"exit_code", rep.exit_code},
+    ordered_json j{{"run_dir", rep.run_dir}, {"outcome", rep.outcome}, {"exit_code", rep.exit_code}, {"class", class_name(rep.exit_code)},
                    {"assertions", run::assertions_json(rep.assertions)}};
     if (!rep.error.empty()) j["error"] = rep.error;
     std::cout << j.dump(2) << "\n";
@@ -991,7 +992,11 @@ const std::vector<Command>& commands() {
        "RUN_DIR/{scenario.yaml, resolved.json, results.json, events.jsonl, junit.xml, report.html,\n"
        "series-*.csv, pfc.txt, fct.txt, qlen.txt} (README \"Time series\").\n"
        "Exit codes: 0 pass, 1 an expect: assertion failed, 2 invalid run (the machine did not\n"
-       "keep up), 3 bad input, 4 environment (missing capability, not root, not built).",
+       "keep up: the only one worth a retry, at 2 x D), 3 bad input, 4 environment (missing\n"
+       "capability, not root, not built), 5 testbed fault (the agent died, a fault was not\n"
+       "applied, a connected pair unreachable, the kernel refused packets, workloads stalled\n"
+       "past their deadline, an internal error: a defect to report, never retried).\n"
+       "results.json says the class and the reason (\"class\", \"reason\").",
        "rocelab run scenarios/quickstart.yaml\n  rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml\n"
        "  rocelab run --scale 2000 scenarios/incast-dcqcn.yaml   # half the emulated rates\n"
        "  sudo rocelab run --part 1/2 --peers 10.9.0.1,10.9.0.2 scenarios/quickstart.yaml   # machine 1 of 2",
@@ -1002,6 +1007,9 @@ const std::vector<Command>& commands() {
              "time scale D instead of the file's 'scale:' (emulated rates = physical / D); a larger D "
              "gives a slow machine room after an invalid run (exit 2)")(
              "seed", po::value<int64_t>(), "seed instead of the file's 'seed:' (repeat a run with other random choices)")(
+             "retry-of", po::value<std::string>(),
+             "this run retries an invalid one (exit 2) and why: results.json and junit.xml record it, so a CI "
+             "report counts every retry")(
              "recalibrate", "with scale: auto, measure this machine again instead of using its cached calibration")(
              "no-report", "do not write RUN_DIR/report.html (rocelab report RUN_DIR writes it later)")(
              "vm", "run it inside the project's VM image (images/build.sh --rocelab): a kernel with rdma_rxe and "

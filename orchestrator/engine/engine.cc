@@ -122,9 +122,6 @@ struct Engine::Qp {
   double allowed_bytes = 0;
   uint64_t paced_bytes = 0, data_wire_bytes = 0;
   uint64_t send_blocked = 0;
-  // How long its NIC has been held by PFC: the RC transport runs on the time the NIC could
-  // send (an RNIC's ACK timer does not run for a packet its paused port still holds).
-  std::function<Nanos()> nic_paused;
   bool lost = false;  // its host crashed while it was at work: it answers nothing, ever
 };
 
@@ -141,7 +138,7 @@ std::optional<size_t> Engine::add_endpoint(const EndpointSpec& spec, std::string
 
 std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_addr, uint32_t remote_qpn,
                                      uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
-                                     std::string& why, uint8_t tos, std::function<Nanos()> nic_paused) {
+                                     std::string& why, uint8_t tos) {
   Endpoint& e = *endpoints_.at(ep);
   if (e.qps.count(qpn)) return why = "QP " + std::to_string(qpn) + " exists on " + e.spec.name, std::nullopt;
   auto fd = udp_socket(e.spec.netns_fd, e.spec.addr, sport, false, why, tos);
@@ -151,7 +148,6 @@ std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_ad
                                       ReactionPoint(dcqcn_, e.spec.line_bps), std::move(*fd),
                                       Flow{e.spec.addr, remote_addr, sport, kRoceUdpPort}, e.spec.line_bps});
   q->last_turn = clock_.now();
-  q->nic_paused = std::move(nic_paused);
   qps_.push_back(std::move(q));
   e.qps[qpn] = qps_.size() - 1;
   e.served.push_back(qps_.size() - 1);
@@ -233,7 +229,7 @@ void Engine::receive(Endpoint& ep, Nanos now) {
         ++ep.stats.ce_marked;
         if (dcqcn_.notification && ep.np.on_ce(q.rc.qpn(), now)) q.cnp_due = true;
       }
-      q.rc.on_rx(p, rc_time(q, now));
+      q.rc.on_rx(p, now);
     }
     if (n < int(kBatch)) return;
   }
@@ -372,7 +368,7 @@ void Engine::transmit(Qp& q, Nanos now) {
     const bool response = q.rc.response_pending();
     if (!response && q.rc.data_ready() && q.next_at <= now && ep.next_at > now) nic_limited = true;
     if (!response && !(q.rc.data_ready() && q.next_at <= now && ep.next_at <= now)) break;
-    auto t = q.rc.next_tx(rc_time(q, now));
+    auto t = q.rc.next_tx(now);
     if (!t) break;
     const size_t len = build(t->bth, t->reth, t->aeth, t->payload, q.flow, out[b.n]);
     b.add(false);
@@ -393,7 +389,6 @@ void Engine::transmit(Qp& q, Nanos now) {
   if (!q.held.empty()) q.backlogged = false;
 }
 
-Nanos Engine::rc_time(const Qp& q, Nanos now) const { return q.nic_paused ? now - q.nic_paused() : now; }
 
 Nanos Engine::next_due(Nanos now) const {
   Nanos due = now + kMaxSleep;
@@ -411,8 +406,12 @@ Nanos Engine::next_due(Nanos now) const {
     } else if (q->rc.data_ready()) {
       due = std::min(due, std::max(q->next_at, endpoints_[q->ep]->next_at));
     }
-    const Nanos timer = q->rc.next_timer();  // on the QP's RC time
-    if (timer != INT64_MAX) due = std::min(due, timer + (now - rc_time(*q, now)));
+    // The ACK timer runs from when a packet left, paused or not, as on an RNIC: a QP whose
+    // packets sit in a paused fabric (a storm, a deadlock) times out and, retry_cnt + 1
+    // timeouts later, fails with retry-exceeded. Packets waiting in the host's own queue
+    // count too; that queue is 16 KB a QP (kTxBuffer), microseconds at the line rate.
+    const Nanos timer = q->rc.next_timer();
+    if (timer != INT64_MAX) due = std::min(due, timer);
   }
   return due;
 }
@@ -427,7 +426,7 @@ bool Engine::halted(Endpoint& ep, Nanos now) {
       const auto& st = q.rc.stats();
       if (q.lost || (st.tx_packets == 0 && st.rx_packets == 0 && q.rc.idle())) continue;
       q.lost = true;
-      q.rc.abort(kHostCrashed, rc_time(q, now));
+      q.rc.abort(kHostCrashed, now);
       q.held.clear();
       q.cnp_due = false;
     }
@@ -468,7 +467,7 @@ void Engine::turn() {
     for (size_t i = 0; i < n; ++i) {
       Qp& q = *qps_[ep.served[(first + i) % n]];
       if (q.lost) continue;
-      q.rc.on_timer(rc_time(q, now));
+      q.rc.on_timer(now);
       q.rp.advance(now);
       transmit(q, now);
       if (q.rc.data_ready()) ready += std::min(q.rp.rate(), q.line_bps);

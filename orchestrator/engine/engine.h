@@ -69,8 +69,7 @@ class Engine {
   // 0xC000–0xFFFF is its UDP source port.
   std::optional<size_t> add_qp(size_t ep, uint32_t qpn, uint32_t remote_addr, uint32_t remote_qpn,
                                uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
-                               std::string& why, uint8_t tos = kTosData,  // data and ACKs leave with `tos`
-                               std::function<Nanos()> nic_paused = {});  // time its NIC was held by PFC
+                               std::string& why, uint8_t tos = kTosData);  // data and ACKs leave with `tos`
   RcQp& qp(size_t id);
   const RcQp& qp(size_t id) const;
 
@@ -101,7 +100,6 @@ class Engine {
   struct TxBatch;
   bool send_held(Qp& q, TxBatch& b);
   void send_batch(Qp& q, TxBatch& b);
-  Nanos rc_time(const Qp& q, Nanos now) const;
 
   DcqcnParams dcqcn_;
   const Clock& clock_;

@@ -26,6 +26,8 @@ std::vector<MetricInfo> fault_metrics() {
     {"flows_failed", MetricKind::kScalar, "count", {},
      "flows that did not complete: a QP failed (retry exceeded: no path, a crashed peer) or its collective "
      "stopped at another rank's failure"},
+    {"flows_unfinished", MetricKind::kScalar, "count", {},
+     "flows neither completed nor failed when the run stopped them (its deadline, a dead agent, a cancel)"},
     {"flow_failed_at", MetricKind::kSeries, "s", {"workload", "from", "to"},
      "when a failed flow's first QP failed, from the first workload's start (failed flows only)"},
     {"retry_exceeded_err", MetricKind::kScalar, "count", {},

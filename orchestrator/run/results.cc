@@ -108,7 +108,8 @@ ordered_json assertions_json(const std::vector<AssertionOutcome>& a) {
 }
 
 std::string junit_xml(const Scenario& s, const std::vector<AssertionOutcome>& a, double seconds,
-                      const std::string& timestamp, const std::string& extra_failure) {
+                      const std::string& timestamp, const std::string& extra_failure,
+                      const std::vector<std::pair<std::string, std::string>>& properties) {
   size_t failures = 0, errors = 0;
   for (const auto& o : a) {
     failures += o.eval.outcome == Evaluation::Outcome::kFail;
@@ -129,6 +130,8 @@ std::string junit_xml(const Scenario& s, const std::vector<AssertionOutcome>& a,
   x += "      <property name=\"scenario\" value=\"" + xml_escape(s.file) + "\"/>\n";
   x += "      <property name=\"seed\" value=\"" + std::to_string(s.seed) + "\"/>\n";
   x += "      <property name=\"scale\" value=\"" + num(s.scale.factor()) + "\"/>\n";
+  for (const auto& [k, v] : properties)
+    x += "      <property name=\"" + xml_escape(k) + "\" value=\"" + xml_escape(v) + "\"/>\n";
   x += "    </properties>\n";
   for (const auto& o : a) {
     x += "    <testcase classname=\"" + xml_escape(suite) + ".expect\" name=\"" + xml_escape(o.expect->name) +

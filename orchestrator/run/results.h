@@ -15,7 +15,9 @@ namespace rocelab::run {
 inline constexpr int kResultsSchemaVersion = 1;
 
 // Exit codes of `rocelab run` (and the other commands where they apply).
-enum ExitCode : int { kExitPass = 0, kExitAssertion = 1, kExitInvalid = 2, kExitBadInput = 3, kExitEnvironment = 4 };
+enum ExitCode : int {
+  kExitPass = 0, kExitAssertion = 1, kExitInvalid = 2, kExitBadInput = 3, kExitEnvironment = 4, kExitTestbedFault = 5
+};
 
 struct AssertionOutcome {
   const model::Expectation* expect = nullptr;
@@ -28,8 +30,10 @@ nlohmann::ordered_json metrics_json(const model::MetricSet& m);
 nlohmann::ordered_json assertions_json(const std::vector<AssertionOutcome>& a);
 
 // JUnit XML: one testsuite per run, one testcase per expect: assertion.
+// `properties` join the suite's (the run's class, a retry's reason).
 std::string junit_xml(const model::Scenario& s, const std::vector<AssertionOutcome>& a, double seconds,
-                      const std::string& timestamp, const std::string& extra_failure = {});
+                      const std::string& timestamp, const std::string& extra_failure = {},
+                      const std::vector<std::pair<std::string, std::string>>& properties = {});
 
 // An append-only JSON-lines event log with times relative to the run's start.
 class EventLog {

@@ -33,8 +33,10 @@ using nlohmann::ordered_json;
 namespace {
 
 // Everything the phases share. Each phase fills its own typed part and returns a Status:
-// an error with kInvalidRun marks the run invalid and lets it go on; any other stops the
-// phases after it (down still runs once the fabric is up).
+// an error with kInvalidRun marks the run invalid and lets it go on; a testbed fault in a
+// phase that measures (traffic, collect) sets the exit code and lets the run collect what
+// was measured; any other error stops the phases after it (down still runs once the fabric
+// is up).
 struct RunContext {
   RunContext(const model::Scenario& sc, const RunOptions& o) : s(sc), opts(o) {}
   const model::Scenario& s;
@@ -69,6 +71,7 @@ struct RunContext {
 struct Phase {
   const char* name;
   Status (*run)(RunContext&);
+  bool measures = false;  // a testbed fault here still leaves figures for the phases after it
 };
 
 bool write_text(const fs::path& p, const std::string& text, std::string& why) {
@@ -195,13 +198,15 @@ Status up_phase(RunContext& c) {
 Status connectivity_phase(RunContext& c) {
   std::string why;
   auto r = fabric::check_connectivity(*c.testbed->fabric(), why);
-  if (!r) return error(Errc::kInvalidRun, "connectivity check could not run: " + why);
+  if (!r) return error(Errc::kTestbedFault, "connectivity check could not run: " + why);
   c.reach = r;
   c.scalar("host_pairs", double(r->pairs));
   c.scalar("reachable_pairs", double(r->reached));
   c.scalar("unreachable_pairs", double(r->pairs - r->reached));
+  // Pairs the topology connects (the others are counted apart): one unreachable is a defect
+  // of the realised fabric (a route or neighbour missing), not a slow machine.
   if (r->reached < r->pairs)
-    return error(Errc::kInvalidRun, "connectivity check: " + std::to_string(r->pairs - r->reached) + " of " +
+    return error(Errc::kTestbedFault, "connectivity check: " + std::to_string(r->pairs - r->reached) + " of " +
                                         std::to_string(r->pairs) + " host NIC pairs unreachable (first: " +
                                         r->unreachable.front() + ")");
   return ok();
@@ -299,6 +304,39 @@ class AgentWatch {
   std::string dead_;
 };
 
+// What a stopped run was still waiting for: the flows neither done nor failed (a few named).
+std::string stalled_flows(const workload::WorkloadRun& w) {
+  std::string names;
+  size_t n = 0;
+  for (const auto& f : w.flows)
+    if (f.unfinished && ++n <= 4) names += (names.empty() ? "" : ", ") + f.workload + " " + f.from + ">" + f.to;
+  if (n == 0) return {};
+  return "; " + std::to_string(n) + " flow" + (n == 1 ? "" : "s") + " still waiting (" + names + (n > 4 ? ", ..." : "") + ")";
+}
+
+// Flows that failed or stalled in a fabric with PFC may have died in a deadlock: the agent
+// names one only after its cycle sent nothing for a pause time (model/deadlock.h), which at
+// 1G is 34 ms, longer than an RNIC's retry chain at timeout 10 (3 x 4.2 ms). The fabric is
+// still up and still stuck, so give the agent that long to look before collecting: the run
+// then says why its flows failed.
+void await_deadlock_verdict(RunContext& c) {
+  if (!c.workloads || !c.s.qos.pfc_mask || c.parts) return;
+  if (std::none_of(c.workloads->flows.begin(), c.workloads->flows.end(),
+                   [](const auto& f) { return f.failed || f.unfinished; }))
+    return;
+  int64_t pause_ns = 0;  // the longest pause time of a switch port, emulated (wall)
+  for (const auto& n : c.plan().nodes)
+    for (const auto& p : n.ports)
+      if (!n.host && p.rate_bps > 0)
+        pause_ns = std::max<int64_t>(pause_ns, int64_t(double(c.s.qos.pfc.quanta) * 512 * 1e9 / double(p.rate_bps)));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(pause_ns) + std::chrono::milliseconds(100);
+  while (std::chrono::steady_clock::now() < until && !(c.opts.cancel && c.opts.cancel->load())) {
+    auto f = c.testbed->agent_figures();
+    if (!f || !*f || !(*f)->deadlocks.empty()) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 Status traffic_phase(RunContext& c) {
   // The fault timeline's clock starts at the workloads' time 0 (when every part of a split
   // fabric is ready); each part applies the faults on its own nodes.
@@ -324,15 +362,23 @@ Status traffic_phase(RunContext& c) {
       if (auto wr = workload::run_workloads(c.s, c.plan(), *c.testbed, ro)) {
         c.workloads = std::move(*wr);
         if (!c.workloads->invalid.empty() && c.invalid.empty()) c.invalid = c.workloads->invalid;
+        if (!c.workloads->fault.empty()) st = error(Errc::kTestbedFault, "workloads: " + c.workloads->fault);
+        if (!c.workloads->stopped.empty() && !c.workloads->cancelled)
+          st = error(Errc::kTestbedFault, "workloads: " + c.workloads->stopped + stalled_flows(*c.workloads));
+        else if (c.workloads->cancelled && watch.dead().empty())
+          st = error(Errc::kEnvironment, "workloads: cancelled" + stalled_flows(*c.workloads));
       } else {
-        st = error(wr.error().code == make_error_code(Errc::kBadInput) ? Errc::kBadInput : Errc::kEnvironment,
+        const auto code = wr.error().code;
+        st = error(code == make_error_code(Errc::kBadInput)       ? Errc::kBadInput
+                   : code == make_error_code(Errc::kTestbedFault) ? Errc::kTestbedFault
+                                                                  : Errc::kEnvironment,
                    "workloads: " + wr.error().what);
       }
-      if (const std::string why = watch.dead(); !why.empty()) {
-        c.invalid = "the PFC agent stopped during the run (" + why +
-                    "): received pauses were no longer put in force, so nothing measured is PFC's";
-        st = error(Errc::kInvalidRun, c.invalid);
-      }
+      // A dead agent is a defect of the testbed, never a slow machine: no runner retries it.
+      if (const std::string why = watch.dead(); !why.empty())
+        st = error(Errc::kTestbedFault, "the PFC agent stopped during the run (" + why +
+                                            "): received pauses were no longer put in force, so nothing measured after "
+                                            "that is PFC's" + (c.workloads ? stalled_flows(*c.workloads) : std::string()));
     } else {
       if (c.parts)
         if (auto all = c.parts->exchange("traffic-start", "", c.opts.split_wait_ms, c.opts.cancel); !all) return all.error();
@@ -342,6 +388,7 @@ Status traffic_phase(RunContext& c) {
         if (auto all = c.parts->exchange("traffic-end", "", c.opts.split_wait_ms, c.opts.cancel); !all) st = all.error();
     }
   }
+  await_deadlock_verdict(c);
   for (auto& [type, r] : c.recorders) r->stop();
   if (!timeline.started_at()) timeline.start(c.testbed->clock().now());  // the workloads stopped before time 0
   c.traffic_t0_ns = timeline.started_at();
@@ -359,7 +406,7 @@ Status traffic_phase(RunContext& c) {
                               double(c.testbed->link_downed({n, p, nodes[n].ports[p].slot}))});
   }
   for (const auto& r : c.faults) c.events->add("fault", r);
-  if (timeline.failed() && c.invalid.empty()) c.invalid = "a fault could not be applied (results.json faults)";
+  if (timeline.failed() && st) st = error(Errc::kTestbedFault, "a fault could not be applied (results.json faults)");
   if (c.workloads) {
     c.analysis = analyse_workloads(*c.workloads, c.s.scale);
     add_workload_metrics(c.metrics, *c.workloads, *c.analysis, c.s.scale);
@@ -406,12 +453,16 @@ std::string events_csv(const RunContext& c) {
 }
 
 Status collect_phase(RunContext& c) {
+  Status first = ok();  // every sink collects what it can; the first failure is the phase's
   for (const auto& sink : telemetry::sinks().all()) {
     ordered_json record = ordered_json::object();
     std::map<std::string, std::string> files;
     telemetry::Collect col{c.s, c.plan(), *c.testbed, c.metrics, c.notes, c.invalid, record, c.traffic_t0_ns, &files};
     if (auto it = c.recorders.find(sink.type); it != c.recorders.end()) col.recorder = it->second.get();
-    if (auto st = sink.collect(col); !st) return st;
+    if (auto st = sink.collect(col); !st) {
+      if (first) first = st;
+      continue;
+    }
     for (const auto& [name, text] : files) {
       std::ofstream f(c.dir / name);
       f << text;
@@ -427,7 +478,7 @@ Status collect_phase(RunContext& c) {
   std::string why;
   for (const auto& [name, text] : files)
     if (!write_text(c.dir / name, text, why)) return error(Errc::kEnvironment, why);
-  return ok();
+  return first;
 }
 
 // A split run: every part's figures become one run's on every part (merge_metrics says
@@ -480,7 +531,7 @@ Status guarded(RunContext& c, const Phase& p) {
   } catch (const std::bad_alloc&) {
     return error(Errc::kEnvironment, std::string(p.name) + ": out of memory (an allocation failed)");
   } catch (const std::exception& e) {
-    return error(Errc::kEnvironment, std::string(p.name) + ": internal error: " + e.what());
+    return error(Errc::kTestbedFault, std::string(p.name) + ": internal error: " + e.what());
   }
 }
 
@@ -498,12 +549,13 @@ bool run_phase(RunContext& c, const Phase& p) {
     rec.update({{"pairs", c.reach->pairs}, {"reached", c.reach->reached}, {"not_connected_by_topology", c.reach->disconnected}});
   c.phases.push_back(rec);
   c.events->add("phase", rec);
-  if (st || st.error().code == make_error_code(Errc::kInvalidRun)) {
-    if (!st && c.invalid.empty()) c.invalid = st.error().what;
+  if (st) return true;
+  if (st.error().code == make_error_code(Errc::kInvalidRun)) {
+    if (c.invalid.empty()) c.invalid = st.error().what;
     return true;
   }
   if (!c.error) c.error = st.error();
-  return false;
+  return p.measures && st.error().code == make_error_code(Errc::kTestbedFault);
 }
 
 // Built-in check: a workload that delivered less than it posted, or other bytes, is never
@@ -554,7 +606,7 @@ RunReport report(RunContext& c) {
   for (const auto& a : rep.assertions) failed = failed || a.eval.outcome != model::Evaluation::Outcome::kPass;
   if (c.error && c.error->exit_code() != kExitAssertion) {
     rep.exit_code = c.error->exit_code();
-    rep.outcome = rep.exit_code == kExitInvalid ? "invalid" : "error";
+    rep.outcome = rep.exit_code == kExitInvalid ? "invalid" : rep.exit_code == kExitTestbedFault ? "testbed-fault" : "error";
     rep.error = c.error->what;
   } else if (!c.invalid.empty()) {
     rep.exit_code = kExitInvalid;
@@ -596,10 +648,18 @@ RunReport report(RunContext& c) {
     res["assertions"] = assertions_json(rep.assertions);
     res["outcome"] = rep.outcome;
     res["exit_code"] = rep.exit_code;
+    // The class a runner decides on (only "invalid run" may be retried, at 2 x D) and why.
+    res["class"] = class_name(rep.exit_code);
+    res["reason"] = rep.error;
     if (!rep.error.empty()) res["error"] = rep.error;
+    std::vector<std::pair<std::string, std::string>> props{{"class", class_name(rep.exit_code)}};
+    if (!c.opts.retry_of.empty()) {
+      res["retry_of"] = c.opts.retry_of;
+      props.push_back({"retry_of", c.opts.retry_of});
+    }
     std::string why;
     if (!write_text(c.dir / "results.json", res.dump(2) + "\n", why) ||
-        !write_text(c.dir / "junit.xml", junit_xml(c.s, rep.assertions, rep.seconds, utc_timestamp(c.started), rep.error), why)) {
+        !write_text(c.dir / "junit.xml", junit_xml(c.s, rep.assertions, rep.seconds, utc_timestamp(c.started), rep.error, props), why)) {
       rep.exit_code = kExitEnvironment;
       rep.outcome = "error";
       rep.error = why;
@@ -621,7 +681,7 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
   static constexpr Phase kValidate{"validate", validate_phase}, kJoin{"join", join_phase}, kMerge{"merge", merge_phase},
       kDown{"down", down_phase};
   static constexpr Phase kOnFabric[] = {
-      {"up", up_phase}, {"connectivity", connectivity_phase}, {"traffic", traffic_phase}, {"collect", collect_phase}};
+      {"up", up_phase}, {"connectivity", connectivity_phase}, {"traffic", traffic_phase, true}, {"collect", collect_phase, true}};
   bool go = run_phase(c, kValidate) && !opts.model_only;
   if (opts.split) go = go && run_phase(c, kJoin);  // a split run meets its other parts first, and merges last
   for (const Phase& p : kOnFabric) go = go && run_phase(c, p);

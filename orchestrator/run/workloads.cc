@@ -114,9 +114,10 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
   m["host_rx_overflow"] = MetricValue{MetricKind::kScalar, double(r.rx_overflow), {}};
   m["digest_errors"] = MetricValue{MetricKind::kScalar, digest_errors, {}};
   // rxe's counter names, summed over QPs (FAULTS.md), and the flows that did not complete.
-  double failed = 0, seq = 0, oos = 0, dup = 0, exceeded = 0, retries = 0;
+  double failed = 0, unfinished = 0, seq = 0, oos = 0, dup = 0, exceeded = 0, retries = 0;
   for (const auto& f : r.flows) {
     failed += f.failed;
+    unfinished += f.unfinished;
     seq += double(f.rcvd_seq_err);
     oos += double(f.out_of_seq_request);
     dup += double(f.duplicate_request);
@@ -124,6 +125,7 @@ void add_workload_metrics(model::MetricSet& m, const workload::WorkloadRun& r, c
     retries += double(f.timeouts);
   }
   m["flows_failed"] = MetricValue{MetricKind::kScalar, failed, {}};
+  m["flows_unfinished"] = MetricValue{MetricKind::kScalar, unfinished, {}};
   auto& fa = series("flow_failed_at");
   for (const auto& f : r.flows)
     if (f.failed_at_s >= 0) fa.samples.push_back(Sample{{{"workload", f.workload}, {"from", f.from}, {"to", f.to}}, f.failed_at_s / d});
@@ -185,7 +187,7 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalys
                      {"start_s", f.start_s / d}, {"fct_s", f.fct_s / d}, {"ideal_fct_s", f.ideal_s / d},
                      {"fct_slowdown", f.slowdown}, {"goodput_bps", f.goodput_bps * d},
                      {"retransmitted", f.retransmitted}, {"timeouts", f.timeouts}, {"cnp_sent", f.cnp_sent}, {"cnp_received", f.cnp_received},
-                     {"digest_ok", f.digest_ok}, {"failed", f.failed},
+                     {"digest_ok", f.digest_ok}, {"failed", f.failed}, {"unfinished", f.unfinished},
                      {"failed_at_s", f.failed_at_s >= 0 ? ordered_json(f.failed_at_s / d) : ordered_json()},
                      {"error", f.error}, {"rcvd_seq_err", f.rcvd_seq_err}, {"out_of_seq_request", f.out_of_seq_request},
                      {"duplicate_request", f.duplicate_request}, {"retry_exceeded_err", f.retry_exceeded_err}, {"rate_trace", {{"columns", {"t_s", "rate_bps", "delivered_bytes"}}, {"rows", trace}}}});
@@ -282,7 +284,7 @@ std::string flow_rows(const workload::WorkloadRun& r, double d) {
     const std::string name = (f.workload + " " + f.from + ">" + f.to).substr(0, 28);
     out += fmt::format(" {:<28} {:>12} {:>9.3f} ms {:>7.2f} {:>8} {:>5}/{:<4}  {}\n", name,
                        model::human_rate(f.goodput_bps * d), f.fct_s / d * 1e3, f.slowdown, f.retransmitted,
-                       f.cnp_received, f.cnp_sent, !f.digest_ok ? "BAD" : f.failed ? "failed" : "ok");
+                       f.cnp_received, f.cnp_sent, !f.digest_ok ? "BAD" : f.failed ? "failed" : f.unfinished ? "waiting" : "ok");
   }
   return out;
 }

@@ -12,11 +12,24 @@ class Category final : public std::error_category {
       case Errc::kInvalidRun: return "invalid run";
       case Errc::kBadInput: return "bad input";
       case Errc::kEnvironment: return "environment";
+      case Errc::kTestbedFault: return "testbed fault";
     }
     return "unknown";
   }
 };
 }  // namespace
+
+const char* class_name(int exit_code) {
+  switch (exit_code) {
+    case 0: return "pass";
+    case int(Errc::kAssertionFailed): return "assertion failed";
+    case int(Errc::kInvalidRun): return "invalid run";
+    case int(Errc::kBadInput): return "bad input";
+    case int(Errc::kEnvironment): return "environment";
+    case int(Errc::kTestbedFault): return "testbed fault";
+  }
+  return "unknown";
+}
 
 const std::error_category& rocelab_category() {
   static const Category c;

@@ -15,8 +15,15 @@ enum class Errc {
   kAssertionFailed = 1,  // an expect: assertion failed
   kInvalidRun = 2,       // the machine did not keep up (fidelity)
   kBadInput = 3,         // the scenario, an option or a name is wrong
-  kEnvironment = 4,      // a missing capability, not root, a kernel refusal, a part not built
+  kEnvironment = 4,      // a missing capability, not root, a part not built
+  // A fault of the testbed itself: the agent died, a fault was not applied, a pair the
+  // topology connects is unreachable, the kernel refused a packet, an internal error. Never
+  // retried: a defect is not a slow machine (exit 2 is the only class a runner may retry).
+  kTestbedFault = 5,
 };
+
+// The class's name in results.json and the terminal ("invalid run", "testbed fault", ...).
+const char* class_name(int exit_code);
 
 const std::error_category& rocelab_category();
 inline std::error_code make_error_code(Errc e) { return {int(e), rocelab_category()}; }

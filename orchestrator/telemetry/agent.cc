@@ -145,7 +145,7 @@ void pfc_txt(Collect& c, const fabric::AgentFigures& a) {
 Sink agent_sink() {
   return {"agent", "the PFC agent's pauses, reaction time and pause leaks", [](Collect& c) -> Status {
             auto f = c.testbed.agent_figures();
-            if (!f) return error(Errc::kInvalidRun, f.error().what + ": nothing is known to have honoured PFC");
+            if (!f) return error(Errc::kTestbedFault, f.error().what + ": nothing is known to have honoured PFC");
             if (!*f) return ok();  // no agent: no PFC priority
             const fabric::AgentFigures& a = **f;
             const double d = c.scenario.scale.factor();

@@ -58,7 +58,7 @@ void add_port_metrics(model::MetricSet& m, const std::vector<fabric::PortStats>&
 Sink port_counters_sink() {
   return {"port_counters", "every port's counters per priority at the end of the run", [](Collect& c) -> Status {
             auto stats = c.testbed.counters({});
-            if (!stats) return error(Errc::kInvalidRun, "counters could not be read: " + stats.error().what);
+            if (!stats) return error(Errc::kTestbedFault, "counters could not be read: " + stats.error().what);
             add_port_metrics(c.metrics, *stats, c.scenario.qos.lossless_mask);
             c.record = {{"ports", stats->size()}};
             return ok();

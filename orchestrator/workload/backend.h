@@ -36,7 +36,6 @@ struct QpSpec {
   uint32_t send_psn = 0, expect_psn = 0;
   engine::RcConfig rc;
   uint8_t tos = engine::kTosData;
-  std::function<sys::Nanos()> nic_paused;  // how long its NIC was held by PFC (Testbed::pause_clock)
 };
 
 using Buffer = engine::RcQp::Buffer;

@@ -59,7 +59,7 @@ class Builtin final : public Backend {
     const auto [s, local] = eps_.at(ep);
     std::string why;
     auto id = shards_[s]->eng.add_qp(local, q.qpn, q.remote_addr, q.remote_qpn, q.sport, q.send_psn, q.expect_psn,
-                                     q.rc, why, q.tos, q.nic_paused);
+                                     q.rc, why, q.tos);
     if (!id) return error(Errc::kEnvironment, why);
     qps_.push_back({s, *id});
     return qps_.size() - 1;

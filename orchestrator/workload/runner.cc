@@ -146,6 +146,7 @@ class Session {
   Nanos max_rto_ = 0;  // the longest first timeout of any QP (emulated)
   sys::Rendezvous* parts_ = nullptr;  // split fabric: the other machines
   std::optional<Error> part_error_;   // a part stopped, or could not be reached
+  bool stopped_ = false;              // the run stopped before every flow completed or failed
 };
 
 const Session::Pattern& Session::pattern(uint64_t size) {
@@ -213,15 +214,13 @@ Status Session::add_flow(size_t job, const FlowSpec& spec) {
     if (src_here) {
       if (!nic_pause_.count(*ea))
         if (auto clock = pause_clock(spec.src, tos)) nic_pause_[*ea] = {clock, clock()};
-      auto x = b_.add_qp(*ea, {qa, B.addr, qb, engine::qp_source_port(s_.seed, seed_of(spec.src), qa), pa, pb, rc, tos,
-                               pause_clock(spec.src, tos)});
+      auto x = b_.add_qp(*ea, {qa, B.addr, qb, engine::qp_source_port(s_.seed, seed_of(spec.src), qa), pa, pb, rc, tos});
       if (!x) return x.error();
       qp.req = *x;
       qp.mtu = b_.mtu(*x);
     }
     if (dst_here) {
-      auto y = b_.add_qp(*eb, {qb, A.addr, qa, engine::qp_source_port(s_.seed, seed_of(spec.dst), qb), pb, pa, rc, tos,
-                               pause_clock(spec.dst, tos)});
+      auto y = b_.add_qp(*eb, {qb, A.addr, qa, engine::qp_source_port(s_.seed, seed_of(spec.dst), qb), pb, pa, rc, tos});
       if (!y) return y.error();
       qp.resp = *y;
     }
@@ -501,8 +500,9 @@ FlowResult Session::flow_result(Flow& f) {
     r.out_of_seq_request += resp.rc.out_of_sequence;
     r.duplicate_request += resp.rc.duplicates;
     r.retry_exceeded_err += req.failure == engine::kRetryExceeded;
-    if (!req.failure.empty() || q.failed_at >= 0) {
-      // A failed QP: what it was told is acknowledged must have arrived (the rest need not).
+    if (!req.failure.empty() || q.failed_at >= 0 || (stopped_ && f.finished < 0)) {
+      // A failed QP, or one stopped at work: what it was told is acknowledged must have
+      // arrived (the rest need not).
       if (resp.rc.delivered_bytes < (q.completed - q.errors) * f.spec.message) r.digest_ok = false;
     } else {
       if (resp.rc.delivered_bytes != q.bytes_posted || (!j.spec.pingpong && resp.rc.delivered_crc != q.expect_crc))
@@ -526,8 +526,10 @@ FlowResult Session::flow_result(Flow& f) {
   r.ideal_s = double(wire) * 8 / slower;
   r.slowdown = r.ideal_s > 0 ? r.fct_s / r.ideal_s : 0;
   // A flow that failed, or that its collective abandoned, did not complete.
-  r.failed = r.failed_at_s >= 0 || (j.aborted && bytes < f.spec.message * f.qps.size() * (j.spec.lockstep ? j.spec.rounds : f.spec.per_qp));
+  const uint64_t due = f.spec.message * f.qps.size() * (j.spec.lockstep ? j.spec.rounds : f.spec.per_qp);
+  r.failed = r.failed_at_s >= 0 || (j.aborted && bytes < due);
   if (r.failed && r.error.empty()) r.error = "its collective stopped at another rank's failure";
+  r.unfinished = stopped_ && !r.failed && f.finished < 0 && bytes < due;
   r.goodput_bps = r.fct_s > 0 ? double(bytes) * 8 / r.fct_s : 0;
   return r;
 }
@@ -630,9 +632,9 @@ void Session::totals(WorkloadRun& out) const {
   // D = 4000 lost 14 % of busbw at 47 % waiting (one busy loop beside it) and 27 % at 59 %,
   // against ~2 % waiting alone.
   if (out.send_errors > 0)
-    out.invalid = std::to_string(out.send_errors) + " packets the kernel refused to send (" +
-                  std::strerror(out.last_send_error) + "): an engine fault, not the fabric's";
-  else if (out.rx_overflow > 0)
+    out.fault = std::to_string(out.send_errors) + " packets the kernel refused to send (" +
+                std::strerror(out.last_send_error) + "): an engine fault, not the fabric's";
+  if (out.rx_overflow > 0)
     out.invalid = std::to_string(out.rx_overflow) +
                   " packets were lost in full host receive sockets (the engine did not read in time): "
                   "loss the emulation made, not the fabric";
@@ -858,12 +860,16 @@ Result<WorkloadRun> Session::run() {
     if (parts_) parts_->abort(e.what);
     return e;
   };
-  if (o_.cancel && o_.cancel->load()) return stop(error(Errc::kEnvironment, "cancelled"));
-  if (!finished)
-    return stop(error(Errc::kEnvironment, "workloads did not finish within " + std::to_string((deadline - t0_) / 1'000'000'000) +
-                                              " s (four times what the bytes need at the slowest line rate, plus the RC timers' "
-                                              "longest retry chain and 30 s)"));
   WorkloadRun out;
+  out.cancelled = o_.cancel && o_.cancel->load();
+  if (out.cancelled) out.stopped = "cancelled";
+  else if (!finished)
+    out.stopped = "workloads did not finish within " + std::to_string((deadline - t0_) / 1'000'000'000) +
+                  " s (four times what the bytes need at the slowest line rate, plus the RC timers' longest retry chain "
+                  "and 30 s)";
+  // A split run's parts cannot trade figures once one stopped; alone, what was measured is reported.
+  stopped_ = !out.stopped.empty();
+  if (stopped_ && parts_) return stop(error(out.cancelled ? Errc::kEnvironment : Errc::kTestbedFault, out.stopped));
   out.seconds = double(t_end - t0_) / 1e9;
   out.t0_ns = t0_;
   // With several engine threads, the one that waited longest for a CPU: its hosts fall

@@ -34,6 +34,7 @@ struct FlowResult {
   // duplicate requests at the responder, QPs that ran out of retries.
   uint64_t rcvd_seq_err = 0, out_of_seq_request = 0, duplicate_request = 0, retry_exceeded_err = 0;
   bool failed = false;       // did not complete: a QP failed (or its collective stopped)
+  bool unfinished = false;   // neither completed nor failed when the workloads were stopped
   double failed_at_s = -1;   // emulated, from the first workload's start: when the first QP failed
   std::string error;         // why (the QP's completion error)
   uint64_t cnp_sent = 0;  // by the responder's QPs: the CNPs this flow's marks caused
@@ -86,6 +87,11 @@ struct WorkloadRun {
   // the agent as well as the engine.
   double machine_steal = -1;
   std::string invalid;            // why the engine's figures cannot be trusted, or empty
+  std::string fault;              // a fault of the testbed's own (the kernel refused packets), or empty
+  // Why the workloads stopped before every flow completed or failed (the deadline, a cancel),
+  // or empty. The figures are what was measured until then.
+  std::string stopped;
+  bool cancelled = false;         // stopped by the caller's cancel flag, not the deadline
   // A kernel RNIC's counters (rxe's hw_counters), summed over the hosts' NICs; empty for
   // the built-in engine, whose counters are per QP above.
   std::map<std::string, uint64_t> nic_counters;

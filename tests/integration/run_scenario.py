@@ -4,10 +4,14 @@
 Usage: ROCELAB=path/to/rocelab run_scenario.py SCENARIO. Exit 77 (ctest: skipped) when the
 scenario needs what this machine lacks (rocelab exit 4 with the reason printed). An invalid
 run (exit 2: the machine did not keep up) is retried once at twice the scenario's time scale
-D (DESIGN.md §3: half the emulated rates) before the test fails.
+D (DESIGN.md §3: half the emulated rates) before the test fails; nothing else is retried (a
+testbed fault, exit 5, is a defect). Each retry is appended to $ROCELAB_RETRY_LOG (the end
+of scripts/test.sh counts them) and recorded in the retry's junit.xml.
 """
 import json
 import os
+
+import retries  # tests/integration/retries.py, beside this script
 import shutil
 import subprocess
 import sys
@@ -32,6 +36,14 @@ def rxe_elsewhere(rocelab, scenario):
             "(rocelab run --vm), or here with ROCELAB_DEDICATED_MACHINE=1 on a machine of the testbed's own")
 
 
+def reason_of(run_dir):
+    try:
+        with open(os.path.join(run_dir, "results.json")) as f:
+            return json.load(f).get("reason", "")
+    except (OSError, ValueError):
+        return ""
+
+
 def run_once(rocelab, scenario, run_dir, extra):
     # Its own instance name: the user may have this scenario up, or another test runs it.
     instance = f"t{os.getpid()}"
@@ -54,8 +66,10 @@ def main():
         rc = run_once(rocelab, scenario, os.path.join(out, "run"), [])
         if rc == 2:
             d = 2 * scale_of(rocelab, scenario)
-            print(f"invalid run (the machine did not keep up): retrying once at D = {d:g}", flush=True)
-            rc = run_once(rocelab, scenario, os.path.join(out, "retry"), ["--scale", f"{d:g}"])
+            why = reason_of(os.path.join(out, "run")) or "invalid run"
+            print(f"invalid run (the machine did not keep up: {why}): retrying once at D = {d:g}", flush=True)
+            retries.record(f"scenario {os.path.basename(scenario)}", why)
+            rc = run_once(rocelab, scenario, os.path.join(out, "retry"), ["--scale", f"{d:g}", "--retry-of", why])
         if rc == 4 and os.geteuid() != 0:
             print(f"skipped: {scenario} needs root or a capability this machine lacks")
             return 77

@@ -25,6 +25,7 @@ import tempfile
 import unittest
 
 import harness  # tests/integration/harness.py, beside this script
+import retries  # noqa: E402  (the suite's retry log, beside this script)
 
 ROCELAB = ""
 SOURCE = ""
@@ -165,7 +166,7 @@ class AtTwiceD(InTempDir):
             r, res = run(path, os.path.join(self.tmp, f"ft{d}{tag}"), "--scale", str(d))
             if r.returncode == 2 and "did not keep up" in json.dumps(res):
                 # Other work held the CPUs (the run says so, as it must): measure once more.
-                print(f"\nD = {d}: {res.get('error')}; once more", file=sys.stderr)
+                retries.record(f"workloads AtTwiceD D = {d}", res.get("error"))
                 r, res = run(path, os.path.join(self.tmp, f"ft{d}{tag}b"), "--scale", str(d))
             self.assertEqual(r.returncode, 0, res.get("error"))
             m = res["metrics"]
@@ -277,7 +278,7 @@ class EngineThreads(InTempDir):
             if r.returncode == 2:
                 # Three threads on two cores can fall behind (CI once: 27 % short), and the run
                 # says so, as it must: once more at 2 x D, as the scenario tier retries.
-                print(f"\n{threads} threads: {res.get('error')}; again at 2 x D", file=sys.stderr)
+                retries.record(f"workloads threads={threads}", res.get("error"))
                 r, res = once("b", "--scale", str(2 * res["scale"]))
             self.assertIn(r.returncode, (0, 1), f"{threads} threads: {res.get('error')}")
             self.assertEqual(res["metrics"]["digest_errors"], 0, f"{threads} threads")
