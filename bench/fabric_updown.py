@@ -1,6 +1,10 @@
 #!/usr/bin/python3
 """Up/down speed of a fabric: rocelab (netlink) beside an iproute2 `ip -batch` script that
-builds the same objects, and Mininet 2.3, in one run, as ratios (machines are noisy).
+builds the same namespaces, links, addresses, neighbours and routes, and Mininet 2.3, in one
+run, as ratios (machines are noisy). Not the same work: the script makes no qdiscs, tc
+filters or BPF programs, which every rocelab port has (HTB, its classes, the port programs:
+a third of rocelab's up is the verifier loading the egress program), so the up ratio is
+rocelab's whole up against the plain topology's, not like for like.
 
 The fabric: leaf-spine, 4 spines x 8 leaves x 4 hosts per leaf (44 namespaces, 64 links,
 their addresses, permanent neighbours and every ECMP route). Each tool does CYCLES

@@ -46,6 +46,10 @@ size_t Timeline::apply_due(sys::Nanos now) {
       Result<fabric::Change> c = k ? k->start(t_, {s_.faults[e.fault], e.fault, s_.seed})
                                    : Result<fabric::Change>(error(Errc::kBadInput, "fault type '" + s_.faults[e.fault].type +
                                                                                    "' is not built (built: " + kinds().list() + ")"));
+      if (c && test_failure("fault")) {  // tests: the kernel refused the fault (nothing stays applied)
+        (void)c->undo();
+        c = error(Errc::kTestbedFault, "the kernel refused the fault's change (ROCELAB_TEST_FAIL=fault)");
+      }
       if (c) {
         active_[e.fault] = std::move(*c);
         started_order_.push_back(e.fault);

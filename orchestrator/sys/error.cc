@@ -1,5 +1,7 @@
 #include "sys/error.h"
 
+#include <cstdlib>
+
 namespace rocelab {
 
 namespace {
@@ -18,6 +20,19 @@ class Category final : public std::error_category {
   }
 };
 }  // namespace
+
+bool test_failure(std::string_view what) {
+  const char* v = std::getenv("ROCELAB_TEST_FAIL");
+  if (!v) return false;
+  std::string_view list(v);
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (list.substr(0, comma) == what) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
 
 const char* class_name(int exit_code) {
   switch (exit_code) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 #include <utility>
@@ -35,6 +36,11 @@ struct Error {
 };
 
 inline Error error(Errc c, std::string what) { return {make_error_code(c), std::move(what)}; }
+
+// Tests make a testbed fault happen on purpose: ROCELAB_TEST_FAIL=WHAT[,WHAT...] (fault: every
+// fault's kernel call fails; unreachable: the connectivity check finds one connected pair
+// unreachable). Runs without the variable never see it.
+bool test_failure(std::string_view what);
 
 // A value or the Error why not (std::expected arrives with C++23).
 template <class T>

@@ -19,6 +19,10 @@ import harness  # tests/integration/harness.py, beside this script
 ROCELAB = ""
 SOURCE = ""
 
+# NCCL's RC timers (timeout 20: 4.3 s, retry_cnt 7), as a training job runs: the ACK timer
+# runs while a storm holds a QP's packets in the fabric (as on an RNIC), and 4.3 s outlasts
+# every storm here, so a flow that loses nothing never retransmits; one whose packets the
+# watchdog dropped recovers at its first timeout.
 BASE = """name: {name}
 seed: {seed}
 scale: 10
@@ -36,7 +40,7 @@ qos:
   profile: pfc-only
   pfc:
     watchdog: {{detection_time: 200ms, restoration_time: 400ms, poll_interval: 100ms, action: {action}, predicate: {predicate}}}
-hosts: {{dcqcn: off}}
+hosts: {{dcqcn: off, rc: nccl}}
 workloads:
   - {{name: tostorm, type: write_bw, from: host1, to: host3, message: 1MB, iterations: {iters}}}
   - {{name: victim, type: write_bw, from: host1, to: host2, message: 1MB, iterations: 60}}

@@ -15,8 +15,13 @@ down, `doctor` there finds rdma_rxe and netem (which this machine's kernel lacks
 back.
 
 Usage: rxe_vm_test.py --image-dir DIR [--source REPO] [--rocelab BIN]   (builds the image into DIR)
-Exit 77 (skipped, with the reason) without qemu-system-x86_64, without root for the
-build's apt downloads, or when the image cannot be built (no Debian archive reachable).
+Exit 77 (ctest: skipped, with the reason) when no test could run: without qemu-system-x86_64,
+without root for the build's apt downloads, or when the image cannot be built (no Debian
+archive reachable). With ROCELAB_REQUIRE_VM=1 (.ci/run sets it when it runs as root, where
+the tier can run) that is a failure instead: a vm tier that did not run never shows green.
+A guest is booted again only for the known TCG fault ("Oops: int3", multi-threaded code
+patching); any other Oops or panic fails with the console, and every reboot or retry is
+written to the suite's retry log.
 """
 import json
 import os
@@ -28,6 +33,9 @@ import sys
 import tempfile
 import time
 import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import retries  # noqa: E402  (tests/integration/retries.py: the suite's retry log)
 
 IMAGE_DIR = ""
 ROCELAB = ""
@@ -75,9 +83,15 @@ def qemu_cmd(image_dir, job_dir, accel, extra=()):
             "-virtfs", f"local,path={job_dir},mount_tag=job,security_model=none,id=job", *extra]
 
 
+# TCG's multi-threaded code patching oopses a guest now and then (CI: "Oops: int3" in
+# sched_clock_cpu mid-job): not the guest's software, so worth one more boot.
+TCG_OOPS = "Oops: int3"
+
+
 def guest_crashed(console, job_dir):
-    """The guest's kernel oopsed or panicked before its job finished (no job.rc)."""
-    return not os.path.exists(os.path.join(job_dir, "job.rc")) and ("Kernel panic" in console or "Oops:" in console)
+    """The guest's kernel died of the known TCG fault before its job finished (no job.rc).
+    Any other Oops or panic is not this: the test fails and shows the console."""
+    return not os.path.exists(os.path.join(job_dir, "job.rc")) and TCG_OOPS in console
 
 
 def boot(image_dir, job_dir, accel, timeout):
@@ -136,11 +150,10 @@ class Vm(unittest.TestCase):
             f.write(script)
         os.chmod(os.path.join(job, "job.sh"), 0o755)
         p, seconds = boot(IMAGE_DIR, job, "tcg,thread=multi", timeout)
-        if not os.path.exists(os.path.join(job, "job.log")) or guest_crashed(p.stdout, job):
-            # The guest's kernel died (TCG's multi-threaded code patching can oops it, rarely:
-            # CI saw "Oops: int3" in sched_clock_cpu mid-job): one more boot. A job whose
-            # kernel lived is never rerun, whatever it did.
-            print(f"vm: the guest's kernel stopped, booting again:\n{p.stdout[-600:]}", file=sys.stderr)
+        if guest_crashed(p.stdout, job):
+            # The known TCG fault killed the guest's kernel: one more boot. A job whose kernel
+            # lived, or died of anything else, is never rerun.
+            retries.record(f"vm {self._testMethodName}", f"guest kernel: {TCG_OOPS}; booted again")
             for name in ("job.log", "job.rc"):
                 if os.path.exists(os.path.join(job, name)):
                     os.remove(os.path.join(job, name))
@@ -320,8 +333,8 @@ class Vm(unittest.TestCase):
                 with open(os.path.join(job, f"rc{d}")) as f, open(os.path.join(job, f"run{d}.txt")) as g:
                     return f.read().strip(), g.read()
             if any(outcome(d)[0] == "2" for d in ("100ns", "1us")):
-                print(f"vm: link delay runs invalid at D = 10000 ({[outcome(d)[1][-300:] for d in ('100ns', '1us')]}); "
-                      "both again at D = 20000", file=sys.stderr)
+                retries.record(f"vm {self._testMethodName}", "invalid at D = 10000 (" +
+                               "; ".join(outcome(d)[1][-200:] for d in ("100ns", "1us")) + "); both again at D = 20000")
                 for d in ("100ns", "1us"):
                     shutil.rmtree(os.path.join(job, f"r{d}"), ignore_errors=True)
                 write_incasts(20000)
@@ -394,8 +407,8 @@ class Vm(unittest.TestCase):
             seconds = time.time() - t0
             crashed = [part for part, job in enumerate(jobs) if guest_crashed(outs[part], job)]
             if crashed and not retried:
-                # A guest's kernel died under TCG (see run_job): the whole split once more.
-                print(f"vm: guest {crashed}'s kernel stopped, both again:\n{outs[crashed[0]][-600:]}", file=sys.stderr)
+                # The known TCG fault killed a guest's kernel (see run_job): the split once more.
+                retries.record(f"vm {self._testMethodName}", f"guest {crashed} kernel: {TCG_OOPS}; both again")
                 shutil.rmtree(tmp, ignore_errors=True)
                 return self.split_run(scale, retried=True)
             got = []
@@ -426,7 +439,8 @@ class Vm(unittest.TestCase):
         scale = 20000
         parts, seconds = self.split_run(scale)
         if any(rc == "2" for rc, _, _ in parts):  # TCG fell behind (exit 2, the reason said): once more at 2 x D
-            print(f"vm: split run invalid at D = {scale}: {[t[-300:] for _, _, t in parts]}; again at {2 * scale}", file=sys.stderr)
+            retries.record(f"vm {self._testMethodName}", f"split run invalid at D = {scale}: "
+                           f"{'; '.join(t[-200:] for _, _, t in parts)}; again at {2 * scale}")
             scale *= 2
             parts, seconds = self.split_run(scale)
         for part, (rc, res, text) in enumerate(parts):
@@ -491,4 +505,13 @@ if __name__ == "__main__":
     if "--source" in args:
         SOURCE = os.path.abspath(args[args.index("--source") + 1])
     names = [a for a in args if a.startswith("Vm.")]  # one test by name, for a quicker look
-    unittest.main(argv=[sys.argv[0], *names], verbosity=2)
+    result = unittest.main(argv=[sys.argv[0], *names], verbosity=2, exit=False).result
+    if not result.wasSuccessful():
+        sys.exit(1)
+    if result.testsRun - len(result.skipped) <= 0:  # nothing ran: skipped, never green
+        why = "; ".join(sorted({reason for _, reason in result.skipped}))
+        if os.environ.get("ROCELAB_REQUIRE_VM") == "1":
+            print(f"vm tier required (ROCELAB_REQUIRE_VM=1) but it did not run: {why}", file=sys.stderr)
+            sys.exit(1)
+        print(f"skipped: {why}")
+        sys.exit(77)

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Same scenario, same verdict (issue 32): defects of the testbed end in exit 5 (testbed
+fault), never in exit 2 (the machine did not keep up, the one class a runner retries), and
+a run that stops early still reports what it measured.
+
+- The PFC agent killed mid-run, a fault whose kernel call fails, a connected pair that does
+  not answer: each exit 5 with the class and reason in results.json, and the scenario
+  runner (tests/integration/run_scenario.py) does not retry them.
+- A run cancelled mid-traffic (SIGINT) writes every metric it measured and counts the flows
+  it was still waiting for.
+- A six-switch PFC deadlock with no watchdog and short RC timers: the QPs fail with retry
+  exceeded when the timers say (they run from when a packet left, paused or not, as on an
+  RNIC), the agent names the cycle, and the run ends within seconds of that.
+
+Usage: verdict_test.py --rocelab PATH --source REPO_DIR
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import harness  # tests/integration/harness.py, beside this script
+
+ROCELAB = ""
+SOURCE = ""
+
+# Long enough to kill its agent or cancel it mid-traffic: 4 x 8 MB across the spines at D = 1000.
+LONG = """name: {name}
+seed: 1
+scale: 1000
+defaults: {{rate: 100G, mtu: 4200}}
+fabric: {{type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}}
+workloads:
+  - {{name: bulk, type: write_bw, from: host1, to: host3, message: 8MB, iterations: 4}}
+{faults}"""
+
+
+def results(out):
+    with open(os.path.join(out, "results.json")) as f:
+        return json.load(f)
+
+
+def agent_pids(instance):
+    """The PIDs of this instance's agent (argv: rocelab agent --instance NAME ...)."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"agent" in argv and b"--instance" in argv and argv[argv.index(b"--instance") + 1:][:1] == [instance.encode()]:
+            pids.append(int(d))
+    return pids
+
+
+def traffic_started(out):
+    try:
+        with open(os.path.join(out, "events.jsonl")) as f:
+            return any('"workloads"' in line and '"started"' in line for line in f)
+    except OSError:
+        return False
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class TestbedFaults(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-verdict-")
+        self.name = f"vd{os.getpid() % 10000}"
+
+    def tearDown(self):
+        subprocess.run([ROCELAB, "down", self.name], capture_output=True, timeout=120)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def scenario(self, faults=""):
+        path = os.path.join(self.tmp, "s.yaml")
+        with open(path, "w") as f:
+            f.write(LONG.format(name=self.name, faults=faults))
+        return path
+
+    def start(self, path, out, env=None):
+        return subprocess.Popen([ROCELAB, "run", "--no-report", "--out", out, path], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+
+    def wait_traffic(self, p, out):
+        t0 = time.time()
+        while not traffic_started(out):
+            self.assertIsNone(p.poll(), "the run ended before its traffic began")
+            self.assertLess(time.time() - t0, 120, "no traffic within 120 s")
+            time.sleep(0.05)
+        time.sleep(1.0)  # well into the transfer (it takes ~3 s of wall clock)
+
+    def test_the_agent_killed_mid_run_is_a_testbed_fault_with_its_figures(self):
+        out = os.path.join(self.tmp, "run")
+        p = self.start(self.scenario(), out)
+        self.wait_traffic(p, out)
+        pids = agent_pids(self.name)
+        self.assertEqual(len(pids), 1, pids)
+        os.kill(pids[0], signal.SIGKILL)
+        _, err = p.communicate(timeout=300)
+        res = results(out)
+        print(f"\nagent killed: exit {p.returncode}, {res['class']}: {res['reason'][:160]}", file=sys.stderr)
+        self.assertEqual(p.returncode, 5, err[-1500:])
+        self.assertEqual((res["exit_code"], res["class"], res["outcome"]), (5, "testbed fault", "testbed-fault"))
+        self.assertIn("PFC agent stopped", res["reason"])
+        # What it measured before it stopped is there: the flow, its bytes so far, the ports.
+        self.assertEqual(len(res["workloads"]["flows"]), 1)
+        self.assertGreater(res["metrics"]["flows_unfinished"], 0)
+        self.assertIn("tx_bytes", res["metrics"])
+        self.assertEqual(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.count(self.name), 0,
+                         "nothing left up")
+
+    def test_a_fault_the_kernel_refuses_is_a_testbed_fault_and_the_runner_does_not_retry_it(self):
+        path = self.scenario("faults:\n  - {type: link_down, target: leaf1:spine1, at: 100us, duration: 100us}\n")
+        log = os.path.join(self.tmp, "retries.log")
+        env = dict(os.environ, ROCELAB=ROCELAB, ROCELAB_TEST_FAIL="fault", ROCELAB_RETRY_LOG=log)
+        r = subprocess.run([sys.executable, os.path.join(SOURCE, "tests", "integration", "run_scenario.py"), path],
+                           capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(r.returncode, 5, r.stdout[-1500:] + r.stderr[-1500:])
+        self.assertIn('property name="class" value="testbed fault"', r.stdout)
+        self.assertNotIn("RETRY", r.stderr)
+        self.assertFalse(os.path.exists(log), "no retry logged")
+
+    def test_an_unreachable_connected_pair_is_a_testbed_fault_and_no_traffic_runs(self):
+        out = os.path.join(self.tmp, "run")
+        r = subprocess.run([ROCELAB, "run", "--no-report", "--out", out, self.scenario()], capture_output=True, text=True,
+                           env=dict(os.environ, ROCELAB_TEST_FAIL="unreachable"), timeout=300)
+        res = results(out)
+        self.assertEqual(r.returncode, 5, r.stderr[-1500:])
+        self.assertEqual(res["class"], "testbed fault")
+        self.assertIn("unreachable", res["reason"])
+        self.assertEqual([p["name"] for p in res["phases"]], ["validate", "up", "connectivity", "down"])
+        self.assertEqual(res["metrics"]["unreachable_pairs"], 1)
+
+    def test_a_cancelled_run_still_reports_what_it_measured(self):
+        out = os.path.join(self.tmp, "run")
+        p = self.start(self.scenario(), out)
+        self.wait_traffic(p, out)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=300)
+        res = results(out)
+        self.assertEqual(p.returncode, 4, err[-1500:])
+        self.assertEqual(res["class"], "environment")
+        self.assertIn("cancelled", res["reason"])
+        self.assertEqual(res["metrics"]["flows_unfinished"], 1)
+        flow = res["workloads"]["flows"][0]
+        self.assertTrue(flow["unfinished"])
+        self.assertTrue(flow["digest_ok"], "what was acknowledged arrived")
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class Deadlock(unittest.TestCase):
+    def test_a_deadlocked_ring_without_a_watchdog_fails_its_qps_and_names_the_cycle(self):
+        tmp = tempfile.mkdtemp(prefix="rocelab-dl6-")
+        try:
+            n = 6
+            lines = [f"name: dl{os.getpid() % 10000}", "seed: 1", "scale: 10", "defaults: {rate: 1G, mtu: 4200}", "nodes:"]
+            lines += [f"  - {{name: sw{i}, kind: switch}}" for i in range(1, n + 1)]
+            lines += [f"  - {{name: host{i}, kind: host}}" for i in range(1, n + 1)]
+            lines += ["links:"] + [f"  - {{endpoints: [sw{i}, sw{i % n + 1}]}}" for i in range(1, n + 1)]
+            lines += [f"  - {{endpoints: [host{i}, sw{i}]}}" for i in range(1, n + 1)]
+            lines += ["qos: {profile: pfc-only}", "hosts: {dcqcn: off, rc: {timeout: 10, retry_cnt: 2}}", "workloads:"]
+            lines += [f"  - {{name: f{i}, type: write_bw, from: host{i}, to: host{(i + 1) % n + 1}, message: 1MB, iterations: 4}}"
+                      for i in range(1, n + 1)]
+            lines += ["expect:", "  - pfc_deadlocks >= 1", "  - flows_failed >= 1", "  - retry_exceeded_err >= 1"]
+            path = os.path.join(tmp, "dl6.yaml")
+            with open(path, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            out = os.path.join(tmp, "run")
+            t0 = time.time()
+            r = subprocess.run([ROCELAB, "run", "--no-report", "--out", out, path], capture_output=True, text=True, timeout=300)
+            wall = time.time() - t0
+            res = results(out)
+            m = res["metrics"]
+            failed_at = [s["value"] for s in m["flow_failed_at"]]
+            cycle = [n for n in res["notes"] if n.startswith("PFC deadlock on priority 3")]
+            print(f"\nsix-switch deadlock: exit {r.returncode} in {wall:.1f} s; flows failed {m['flows_failed']:.0f} at "
+                  f"{min(failed_at) * 1e3:.1f}-{max(failed_at) * 1e3:.1f} ms; {cycle}", file=sys.stderr)
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            self.assertGreaterEqual(m["pfc_deadlocks"], 1)
+            self.assertEqual(m["flows_failed"], 6)
+            self.assertEqual(len(cycle), 1, res["notes"])
+            self.assertIn("sw1:sw2 -> sw2:sw3 -> sw3:sw4 -> sw4:sw5 -> sw5:sw6 -> sw6:sw1", cycle[0])
+            # retry_cnt + 1 = 3 timeouts of 4.096 us x 2^10 = 4.19 ms without progress: no flow
+            # fails before 12.6 ms, and none long after the cycle closed (within a few ms).
+            self.assertGreater(min(failed_at), 3 * 4.096e-6 * 2 ** 10)
+            self.assertLess(max(failed_at), 0.05)
+            self.assertLess(wall, 60, "ends within seconds of the QPs' failure (D = 10)")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    harness.run(globals())
