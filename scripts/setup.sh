@@ -16,9 +16,10 @@ PKGS=(
   chromium                    # the report's test renders it headless (Debian's; Ubuntu's is a snap)
   qemu-system-x86 cpio kmod   # the VM image (images/build.sh) and the vm test tier
 )
-# `setup.sh --bench` adds what bench/ compares against (Mininet with Linux bridges).
+# `setup.sh --bench` adds what bench/ compares against (Mininet with Linux bridges) and the
+# CPU hog bench/verdicts runs scenarios beside (stress-ng).
 if [ "${1:-}" = "--bench" ]; then
-  PKGS+=(mininet bridge-utils)
+  PKGS+=(mininet bridge-utils stress-ng)
 fi
 # Ubuntu ships bpftool inside linux-tools; Debian as its own package.
 if grep -qi ubuntu /etc/os-release 2>/dev/null; then

@@ -140,3 +140,27 @@ TEST(Run, ModelOnlySkipsWorkloadsAndLeavesTheirAssertionsUndecided) {
   for (const auto& n : rep.notes) noted = noted || n.find("workloads") != std::string::npos;
   EXPECT_TRUE(noted) << "the run says its workloads did not run";
 }
+
+// Issue 32: every exit code has one class, and the run's files say which (a CI runner decides
+// on it: only "invalid run" may be retried).
+TEST(Run, ResultsAndJunitCarryTheExitClassAndReason) {
+  EXPECT_STREQ(class_name(0), "pass");
+  EXPECT_STREQ(class_name(1), "assertion failed");
+  EXPECT_STREQ(class_name(2), "invalid run");
+  EXPECT_STREQ(class_name(3), "bad input");
+  EXPECT_STREQ(class_name(4), "environment");
+  EXPECT_STREQ(class_name(5), "testbed fault");
+  EXPECT_EQ(make_error_code(Errc::kTestbedFault).message(), "testbed fault");
+  TempDir t;
+  auto s = rocelab::testing::must_load(std::string(kFabric) + "expect:\n  - switches == 5\n");
+  auto rep = run::run_scenario(s, {.scenario_path = "", .out_dir = (t.path / "run").string(), .model_only = true,
+                                   .retry_of = "the engine waited for a CPU"});
+  EXPECT_EQ(rep.exit_code, run::kExitAssertion);
+  auto res = nlohmann::json::parse(slurp(t.path / "run" / "results.json"));
+  EXPECT_EQ(res["class"], "assertion failed");
+  EXPECT_EQ(res["exit_code"], 1);
+  EXPECT_EQ(res["retry_of"], "the engine waited for a CPU");
+  const std::string junit = slurp(t.path / "run" / "junit.xml");
+  EXPECT_NE(junit.find("<property name=\"class\" value=\"assertion failed\"/>"), std::string::npos) << junit;
+  EXPECT_NE(junit.find("<property name=\"retry_of\" value=\"the engine waited for a CPU\"/>"), std::string::npos) << junit;
+}
