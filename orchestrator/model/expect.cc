@@ -165,7 +165,7 @@ const std::vector<MetricInfo>& metric_registry() {
        "collectives: busbw / (the slowest edge's line rate x payload efficiency at its MTU)"},
       {"iteration_time", MetricKind::kSeries, "s", {"workload"}, "collectives: mean time of one operation"},
       {"jct", MetricKind::kSeries, "s", {"workload"}, "job completion time: start to the last completion"},
-      {"latency_p50", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency (RTT / 2), median"},
+      {"latency_p50", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency (ping sent to ping received; RTT / 2 across machines), median"},
       {"latency_p99", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency, 99th percentile"},
       {"fairness_time", MetricKind::kSeries, "s", {"to", "window"},
        "flows streaming into one host: time from the last one's start until every window (100us, 200us, "

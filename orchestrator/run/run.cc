@@ -416,6 +416,7 @@ Status traffic_phase(RunContext& c) {
     add_workload_metrics(c.metrics, *c.workloads, *c.analysis, c.s.scale);
     if (!c.s.faults.empty()) add_fault_goodput(c.metrics, *c.workloads, timeline.happened(), timeline.started_at(), c.s.scale);
     c.table = workloads_table(*c.workloads, *c.analysis, c.s.scale);
+    for (auto& n : latency_below_wire(*c.workloads, c.s.scale)) c.notes.push_back(std::move(n));
   }
   return st;
 }

@@ -43,4 +43,10 @@ std::string fct_txt(const workload::WorkloadRun& r, const fabric::KernelPlan& pl
 
 std::string workloads_table(const workload::WorkloadRun& r, const WorkloadAnalysis& a, const model::TimeScale& scale);
 
+// Latency figures no physical fabric could give: a one-way p50 below the probe frame's own
+// time on the wire at its NIC's rate, twice (the NIC, the switch toward the receiver). There
+// the emulation's software floor (tens of microseconds of wall clock, not scaled by D) is
+// what was measured; each such workload gets a note saying so.
+std::vector<std::string> latency_below_wire(const workload::WorkloadRun& r, const model::TimeScale& scale);
+
 }  // namespace rocelab::run

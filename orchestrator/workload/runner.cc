@@ -72,6 +72,10 @@ struct Job {
   Nanos ping_at = 0;
   bool ping_out = false;
   std::vector<double> rtts;
+  // Ping posted -> arrived at its responder, when both ends run here (one clock): the one-way
+  // latency itself. RTT / 2 halves a queue that only one direction meets (a probe into an
+  // incast's receiver waits going, not coming back).
+  std::vector<double> one_ways;
   Nanos finished = 0;
 };
 
@@ -314,7 +318,10 @@ void Session::step_pingpong(Job& j, Nanos now) {
   auto& q = f.qps[0];
   const Buffer& buf = pattern(f.spec.message).bytes;
   if (q.resp != kElsewhere) {
-    while (b_.take_received(q.resp)) b_.post_send(q.resp, buf);  // the pong: the responder answers what it got
+    while (b_.take_received(q.resp)) {  // the pong: the responder answers what it got
+      if (q.req != kElsewhere && j.ping_out) j.one_ways.push_back(double(now - j.ping_at) / 1e9);
+      b_.post_send(q.resp, buf);
+    }
     b_.poll(q.resp);
   }
   if (q.req == kElsewhere) {  // the pinging end is another machine's: this one answers until the end
@@ -577,8 +584,12 @@ WorkloadResult Session::workload_result(const Job& j, const WorkloadRun& out) {
     w.busbw_bps = w.algbw_bps * (w.type == "allreduce" ? 2 * (n - 1) / n : (n - 1) / n);
   }
   if (j.spec.pingpong) {
-    std::vector<double> one_way;
-    for (double r : j.rtts) one_way.push_back(r / 2);
+    std::vector<double> one_way = j.one_ways;
+    w.one_way_measured = !one_way.empty() && one_way.size() + 1 >= j.rtts.size();
+    if (!w.one_way_measured) {  // the responder is another machine's (another clock): RTT / 2
+      one_way.clear();
+      for (double r : j.rtts) one_way.push_back(r / 2);
+    }
     w.latency_p50_s = model::percentile(one_way, 50);
     w.latency_p99_s = model::percentile(one_way, 99);
     w.latency_avg_s = one_way.empty() ? 0 : std::accumulate(one_way.begin(), one_way.end(), 0.0) / double(one_way.size());

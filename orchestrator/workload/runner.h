@@ -63,7 +63,8 @@ struct WorkloadResult {
   double busbw_bound_factor = 1;  // × this with several GPUs a host (their own links carry part)
   double goodput_bps = 0;    // point-to-point: all the flows' bytes over the job's time
   double rx_utilization = 0; // point-to-point: the busiest receiving NIC's wire bytes / (time × line rate)
-  double latency_p50_s = 0, latency_p99_s = 0, latency_avg_s = 0;  // latency: one way (RTT / 2)
+  double latency_p50_s = 0, latency_p99_s = 0, latency_avg_s = 0;  // latency: one way
+  bool one_way_measured = false;  // ping post to its arrival (one clock); false: RTT / 2
   std::vector<size_t> flows;
 };
 

@@ -11,9 +11,13 @@ a run that stops early still reports what it measured.
 - A six-switch PFC deadlock with no watchdog and short RC timers: the QPs fail with retry
   exceeded when the timers say (they run from when a packet left, paused or not, as on an
   RNIC), the agent names the cycle, and the run ends within seconds of that.
+- A latency probe on priority 3 behind a PFC-only 2:1 incast reads, one way (ping sent to
+  ping received: both ends run on one clock), the standing queue's drain time as the queue
+  series measures it; the same probe on priority 6 (strict, no queue) stays far below it.
 
 Usage: verdict_test.py --rocelab PATH --source REPO_DIR
 """
+import csv
 import json
 import os
 import shutil
@@ -193,6 +197,55 @@ class Deadlock(unittest.TestCase):
             self.assertGreater(min(failed_at), 3 * 4.096e-6 * 2 ** 10)
             self.assertLess(max(failed_at), 0.05)
             self.assertLess(wall, 60, "ends within seconds of the QPs' failure (D = 10)")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+LATENCY = """name: {name}
+seed: {seed}
+scale: 1000
+defaults: {{rate: 100G, mtu: 4200}}
+fabric: {{type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}}
+qos: {{profile: roce-lossless}}
+hosts: {{dcqcn: off}}
+telemetry: {{series: on}}
+workloads:
+  - {{name: bg, type: incast, hosts: [host3, host4], to: host2, message: 8MB, iterations: 4}}
+  - {{name: lat3, type: latency, from: host1, to: host2, message: 64, iterations: 100, start: 300us}}
+  - {{name: lat6, type: latency, from: host1, to: host2, message: 64, iterations: 100, start: 300us, dscp: 48}}
+"""
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class Latency(unittest.TestCase):
+    def test_a_probe_behind_a_standing_queue_reads_its_drain_time(self):
+        tmp = tempfile.mkdtemp(prefix="rocelab-lat-")
+        try:
+            for seed in (1, 5):  # seed 5's two senders meet at one spine port: one group, half the queue
+                path = os.path.join(tmp, f"lat{seed}.yaml")
+                with open(path, "w") as f:
+                    f.write(LATENCY.format(name=f"lt{os.getpid() % 10000}", seed=seed))
+                out = os.path.join(tmp, f"run{seed}")
+                r = subprocess.run([ROCELAB, "run", "--no-report", "--out", out, path], capture_output=True, text=True,
+                                   timeout=300)
+                self.assertEqual(r.returncode, 0, r.stderr[-1500:])
+                res = results(out)
+                w = {x["name"]: x for x in res["workloads"]["workloads"]}
+                lat3, lat6 = (w[n]["latency_one_way_s"] for n in ("lat3", "lat6"))
+                self.assertEqual(lat3["method"], "ping sent to ping received")
+                # The queue toward host2 on priority 3 while the probe ran: PFC holds each
+                # ingress group near XOFF, so it stands; its mean depth at 100G is the wait.
+                t0, t1 = 300e-6, 300e-6 + w["lat3"]["jct_s"]
+                with open(os.path.join(out, "series-ports.csv")) as f:
+                    depth = [float(x["depth_bytes"]) for x in csv.DictReader(f)
+                             if (x["node"], x["port"], x["prio"]) == ("leaf1", "host2", "3") and t0 <= float(x["t_s"]) <= t1]
+                self.assertGreater(len(depth), 10)
+                drain = sum(depth) / len(depth) * 8 / 100e9
+                print(f"\nseed {seed}: probe p50 {lat3['p50'] * 1e6:.2f} us one way, queue drain {drain * 1e6:.2f} us "
+                      f"({lat3['p50'] / drain:.3f}); priority 6 p50 {lat6['p50'] * 1e9:.0f} ns", file=sys.stderr)
+                self.assertGreater(drain, 5e-6, "a standing queue (at least ~60 KB)")
+                self.assertAlmostEqual(lat3["p50"] / drain, 1.0, delta=0.2)
+                self.assertLess(lat6["p50"], 0.1 * drain, "priority 6 does not wait behind priority 3")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
