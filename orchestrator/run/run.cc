@@ -173,8 +173,7 @@ Status up_phase(RunContext& c) {
   uo.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
   uo.split = c.opts.split;
   auto t = fabric::LocalTestbed::up(c.s, uo);
-  if (!t) return error(t.error().code == make_error_code(Errc::kBadInput) ? Errc::kBadInput : Errc::kEnvironment,
-                       "up: " + t.error().what);
+  if (!t) return Error{t.error().code, "up: " + t.error().what};  // its class as raised (exit_code() maps others to 4)
   c.testbed = std::move(*t);
   if (c.parts) {  // every part's share is up before any pings across the cut links
     spdlog::info("part {}: up; waiting for the other parts' shares", c.parts->index());
@@ -372,11 +371,7 @@ Status traffic_phase(RunContext& c) {
         else if (c.workloads->cancelled && watch.dead().empty())
           st = error(Errc::kEnvironment, "workloads: cancelled" + stalled_flows(*c.workloads));
       } else {
-        const auto code = wr.error().code;
-        st = error(code == make_error_code(Errc::kBadInput)       ? Errc::kBadInput
-                   : code == make_error_code(Errc::kTestbedFault) ? Errc::kTestbedFault
-                                                                  : Errc::kEnvironment,
-                   "workloads: " + wr.error().what);
+        st = Error{wr.error().code, "workloads: " + wr.error().what};  // its class as raised
       }
       // A dead agent is a defect of the testbed, never a slow machine: no runner retries it.
       if (const std::string why = watch.dead(); !why.empty())

@@ -68,8 +68,7 @@ Result<std::vector<JobSpec>> plan_jobs(const model::Scenario& s, const Ranks& ra
     const Kind* k = kinds().find(w.type);
     if (!k) return error(Errc::kBadInput, "workload type '" + w.type + "' is not built (built: " + kinds().list() + ")");
     auto j = k->plan(w, ranks, rng);
-    if (!j) return error(j.error().code == make_error_code(Errc::kBadInput) ? Errc::kBadInput : Errc::kEnvironment,
-                         "workload " + w.name + ": " + j.error().what);
+    if (!j) return Error{j.error().code, "workload " + w.name + ": " + j.error().what};  // its class as raised
     jobs.push_back(std::move(*j));
   }
   return jobs;

@@ -265,8 +265,7 @@ Status Session::build(std::vector<JobSpec> specs) {
     j.start = s_.scale.emulate(j.w->start).ns;
     jobs_.push_back(std::move(j));
     for (const FlowSpec& f : jobs_.back().spec.flows)
-      if (auto st = add_flow(i, f); !st) return error(st.error().code == make_error_code(Errc::kBadInput) ? Errc::kBadInput : Errc::kEnvironment,
-                                                    "workload " + j.w->name + ": " + st.error().what);
+      if (auto st = add_flow(i, f); !st) return Error{st.error().code, "workload " + j.w->name + ": " + st.error().what};
   }
   // Responder memory: one region per GPU, as large as the largest message it receives.
   std::map<size_t, uint64_t> need;

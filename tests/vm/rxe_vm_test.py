@@ -263,6 +263,28 @@ class Vm(unittest.TestCase):
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def test_rxe_link_flap_survives_as_its_scenario_asserts(self):
+        """scenarios/rxe-link-flap.yaml, which only this tier can run (real rxe): sw1:sw2 down
+        100 us mid-transfer, rxe's requester times out and retries (timeout 4: 65.5 us), and
+        the transfer completes byte-exact: the scenario's own assertions, in the guest."""
+        if not ROCELAB:
+            self.skipTest("no --rocelab: the image carries no rocelab binary")
+        tmp = tempfile.mkdtemp(prefix="rocelab-vmrun-")
+        try:
+            out = os.path.join(tmp, "run")
+            r = subprocess.run([ROCELAB, "run", "--vm", "--no-report", "--out", out,
+                                os.path.join(SOURCE, "scenarios", "rxe-link-flap.yaml")], capture_output=True,
+                               text=True, timeout=900, env=dict(os.environ, ROCELAB_VM_IMAGE=IMAGE_DIR))
+            self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-2000:])
+            with open(os.path.join(out, "results.json")) as f:
+                res = json.load(f)
+            self.assertEqual(res["kernel"]["release"][:5], "6.12.")
+            self.assertTrue(res["assertions"] and all(a["outcome"] == "pass" for a in res["assertions"]), res["assertions"])
+            print(f"vm: rxe link flap: {r.stdout.strip().splitlines()[-1]}; completer_retry_err "
+                  f"{res['metrics'].get('completer_retry_err')}", file=sys.stderr)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
     def test_perf_runs_ib_write_bw_through_two_switches(self):
         """`rocelab perf --engine rxe`: real ib_write_bw between host1 and host2, two switches
         apart (scenarios/rxe-link-flap.yaml's fabric, up without its fault); its average and
