@@ -385,15 +385,21 @@ class Vm(unittest.TestCase):
             # The switch ports' headroom: 2 x 900 ns x 12.5 GB/s = 22,500 bytes more.
             self.assertEqual(fig["1us"]["headroom"] - fig["100ns"]["headroom"], 22500)
             more = fig["1us"]["peak"] - fig["100ns"]["peak"]
-            # Measured +114-182 KB (D = 10000, seed 7) and +61-142 KB (D = 20000, seed 8; the
-            # agent's reaction adds its own overshoot, noisier under TCG) against 157.5 KB.
             predicted = 7 * 22500
-            self.assertGreater(more, 0.25 * predicted, fig)
-            self.assertLess(more, 2.0 * predicted, fig)
+            # What is certain: after its XOFF, each of the seven groups still receives what was
+            # on the wire and what its sender sent before the pause reached it, 2 x delay x
+            # 12.5 GB/s, while the port drains 2 x delay x 12.5 GB/s in all: the queue peaks at
+            # least 6 x that above 7 x XOFF. The difference between the two runs is no such
+            # certainty: each peak also holds the agent's wall-clock reaction (a pause taking
+            # hold) times the emulated rate, which TCG makes vary by tens of KB a group (a
+            # fresh machine read +8 KB where this one reads +61-182 KB): printed, not held.
+            for d, delay in (("100ns", 100e-9), ("1us", 1e-6)):
+                floor = 7 * 131072 + 6 * 2 * delay * 12.5e9
+                self.assertGreaterEqual(fig[d]["peak"], floor, (d, fig))
             self.assertLess(fig["1us"]["xoff"], 0.8 * fig["100ns"]["xoff"], fig)  # measured 56-57 against 117-152
             print(f"vm: link delay: ping {min(rtts):.1f} ms (>= 40); 7:1 incast peak toward host8 "
                   f"{fig['100ns']['peak'] / 1024:.0f} -> {fig['1us']['peak'] / 1024:.0f} KB (+{more / 1024:.0f}, "
-                  f"formula +{predicted / 1024:.0f}), XOFF {fig['100ns']['xoff']:.0f} -> {fig['1us']['xoff']:.0f}; "
+                  f"formula +{predicted / 1024:.0f}; the 1 us floor {(7 * 131072 + 6 * 25000) / 1024:.0f}), XOFF {fig['100ns']['xoff']:.0f} -> {fig['1us']['xoff']:.0f}; "
                   f"{seconds:.1f} s (TCG)", file=sys.stderr)
         finally:
             shutil.rmtree(job, ignore_errors=True)
