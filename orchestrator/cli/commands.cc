@@ -1228,6 +1228,8 @@ void general_help(std::ostream& out) {
          "(rocelab COMMAND --help for one command)\n\n"
          "  rocelab help metrics  every metric an expect: assertion may name\n"
          "  rocelab help kinds    the workload, fault and backend types this build has\n\n"
+         "exit codes: 0 pass, 1 an assertion failed, 2 invalid run (the machine did not keep up: the only\n"
+         "one worth a retry, at 2 x D), 3 bad input, 4 environment, 5 testbed fault (a defect: never retried)\n\n"
          "start with: rocelab validate scenarios/quickstart.yaml && sudo rocelab run scenarios/quickstart.yaml\n";
 }
 
