@@ -464,7 +464,11 @@ class Vm(unittest.TestCase):
         physical figures are this machine's for the same scenario, within run-to-run noise."""
         if not ROCELAB:
             self.skipTest("no --rocelab: the image carries no rocelab binary")
-        scale = 20000
+        # D = 40000, not 20000: each lock-step round of the ring ends with a message between the
+        # guests, and under TCG its wall-clock cost becomes physical time / D. At D = 20000 the
+        # ring read 11.64-12.19 GB/s against 12.33 (a fresh machine 10.32): outside 5 % at
+        # times; at D = 40000 12.30. The figure is only physical where that cost is small.
+        scale = 40000
         parts, seconds = self.split_run(scale)
         if any(rc == "2" for rc, _, _ in parts):  # TCG fell behind (exit 2, the reason said): once more at 2 x D
             retries.record(f"vm {self._testMethodName}", f"split run invalid at D = {scale}: "
@@ -519,6 +523,7 @@ def figures(res):
             "cnps": res["workloads"]["engine"]["cnp_sent"], "pfc_frames": sum(s["value"] for s in m.get("pfc_tx", [])),
             "pause_us": round(sum(s["value"] for s in m.get("port_pause_time", [])) * 1e6, 1),
             "lossless_drops": m["lossless_drops"], "retransmitted": res["workloads"]["engine"]["retransmitted"],
+            "worst_pacing_error": round(res["workloads"]["engine"].get("worst_pacing_error", 0), 3),
             "timeouts": sum(f["timeouts"] for f in res["workloads"]["flows"]),
             "incast_flows_us": sorted((f["from"], round(f["start_s"] * 1e6), round(f["fct_s"] * 1e6))
                                       for f in res["workloads"]["flows"] if f["workload"] == "incast")}
