@@ -1,30 +1,15 @@
 /* tc egress of every port (switch ports and host NICs), which runs before the qdisc
  * enqueue: classify DSCP -> priority into the port's HTB class, admit against the queue
- * limit, mark ECN (or WRED-drop non-ECT on lossy ECN queues) by the exact depth of the
- * class the packet is about to join, and count. DESIGN.md §2; depth per §4. */
+ * limit, WRED-drop non-ECT on lossy ECN queues (and mark ECN, where it is decided at
+ * enqueue) by the exact depth of the class the packet is about to join, and count. DESIGN.md §2; depth per §4. */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
-#include "port_maps.bpf.h"
+#include "queue_depth.bpf.h"
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym;
-
-/* A qdisc pointer kept in a map, readable with plain (fault-safe) loads instead of a
- * bpf_probe_read_kernel call a field. */
-static __always_inline struct Qdisc *qdisc_at(__u64 p)
-{
-	return bpf_rdonly_cast((void *)p, bpf_core_type_id_kernel(struct Qdisc));
-}
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct rl_depth_override);
-} depth_override SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -73,63 +58,6 @@ struct {
 	__type(value, struct rl_pg_pops);
 } pg_scratch SEC(".maps");
 
-/* HTB class `classid` under `root`, found through HTB's class hash; 0 when the root is not
- * HTB or has no such class (yet: never cached, so a class made later is found). */
-static __always_inline struct htb_class *htb_class_of(struct Qdisc *root, __u32 classid)
-{
-	char id[4] = {};
-
-	bpf_probe_read_kernel(id, sizeof id, BPF_CORE_READ(root, ops, id));
-	if (id[0] != 'h' || id[1] != 't' || id[2] != 'b' || id[3] != 0)
-		return 0;
-	struct htb_sched *q = (void *)root + bpf_core_field_offset(struct Qdisc, privdata);
-	struct hlist_head *hash = BPF_CORE_READ(q, clhash.hash);
-	__u32 mask = BPF_CORE_READ(q, clhash.hashmask);
-	__u32 h = classid;
-
-	h ^= h >> 8; /* qdisc_class_hash() */
-	h ^= h >> 4;
-	h &= mask;
-	struct hlist_node *n = BPF_CORE_READ(hash + h, first);
-	for (int i = 0; i < 8 && n; i++) {
-		struct Qdisc_class_common *c = container_of(n, struct Qdisc_class_common, hnode);
-		if (BPF_CORE_READ(c, classid) == classid)
-			return container_of(c, struct htb_class, common);
-		n = BPF_CORE_READ(n, next);
-	}
-	return 0;
-}
-
-/* Bytes queued in priority `prio`'s HTB leaf on the packet's device (root qdisc `root`): the
- * exact backlog of the class's leaf qdisc (counting enqueues and dequeues drifts on this
- * kernel). The class is looked up once and kept in the port's info; its leaf is read each
- * time (a probe read: htb_class may be a module's type, which bpf_rdonly_cast cannot take). */
-static __always_inline __u32 class_backlog(struct Qdisc *root, struct rl_port_info *self, __u32 prio)
-{
-	__u32 p = prio & (RL_NUM_PRIO - 1);
-	struct htb_class *cl = 0;
-
-	if (!root)
-		return 0;
-	if (self && self->leaf_root == (__u64)root)
-		cl = (struct htb_class *)self->leaf_class[p];
-	if (!cl) {
-		cl = htb_class_of(root, RL_CLASSID(p));
-		if (!cl)
-			return 0;
-		if (self) {
-			if (self->leaf_root != (__u64)root) {
-				for (int i = 0; i < RL_NUM_PRIO; i++)
-					self->leaf_class[i] = 0;
-				self->leaf_root = (__u64)root;
-			}
-			self->leaf_class[p] = (__u64)cl;
-		}
-	}
-	struct Qdisc *leaf = BPF_CORE_READ(cl, leaf.q);
-	return leaf ? qdisc_at((__u64)leaf)->qstats.backlog : 0;
-}
-
 /* The node's shared pool in use: every port's root qdisc backlog (HTB sums its classes
  * exactly), each port having recorded its root qdisc when it last sent. */
 static __always_inline __u32 pool_used(const struct rl_port_info *self)
@@ -147,28 +75,6 @@ static __always_inline __u32 pool_used(const struct rl_port_info *self)
 		used += qdisc_at(p->root_qdisc)->qstats.backlog;
 	}
 	return used;
-}
-
-static __always_inline __u32 queue_depth(struct Qdisc *root, struct rl_port_info *self, __u32 prio)
-{
-	__u32 zero = 0;
-	struct rl_depth_override *o = bpf_map_lookup_elem(&depth_override, &zero);
-
-	if (o && o->enabled)
-		return o->depth[prio & (RL_NUM_PRIO - 1)];
-	return class_backlog(root, self, prio);
-}
-
-/* Mark with probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin) to kmax, 1 above. */
-static __always_inline int ecn_hit(const struct rl_ecn_curve *c, __u32 q)
-{
-	if (q < c->kmin)
-		return 0;
-	if (q > c->kmax)
-		return 1;
-	__u64 span = c->kmax - c->kmin;
-	__u64 p = span ? (__u64)c->pmax * (q - c->kmin) / span : c->pmax;
-	return bpf_get_prandom_u32() < p;
 }
 
 static __always_inline int drop(struct rl_counters *cnt, int reason)
@@ -603,7 +509,10 @@ int rl_egress(struct __sk_buff *skb)
 	if (!lossless && depth + len > cfg->queue_limit[prio])
 		return drop_at(cnt, depth, RL_DROP_QUEUE_FULL);
 	int ecn_on = !(self && (self->flags & RL_PORT_NO_ECN));
-	if (tos >= 0 && ecn_on && cfg->ecn[prio].enabled && ecn_hit(&cfg->ecn[prio], depth)) {
+	/* Marked at dequeue, an ECT packet is decided by the port it arrives at; what is not
+	 * ECT meets WRED here, at admission, in both modes (a drop takes no buffer). */
+	int dequeue = cfg->ecn_marking == RL_ECN_AT_DEQUEUE && self && self->peer;
+	if (tos >= 0 && ecn_on && cfg->ecn[prio].enabled && !(dequeue && (tos & 3)) && ecn_hit(&cfg->ecn[prio], depth)) {
 		if (tos & 3) {
 			/* ECT(0), ECT(1) or already CE: CE set, IPv4 checksum fixed by the helper. */
 			if (bpf_skb_ecn_set_ce(skb) && cnt)

@@ -1,11 +1,12 @@
-/* tc ingress of every port: count what arrives per priority, and take in PFC frames:
+/* tc ingress of every port: count what arrives per priority, decide the ECN mark of what
+ * just left the link's other end (qos.ecn.marking: dequeue), and take in PFC frames:
  * count them per priority, hand each named priority to the agent (which pauses this port's
  * egress for that priority), and consume them: a PFC frame is never forwarded. */
 #include "vmlinux.h"
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 
-#include "port_maps.bpf.h"
+#include "queue_depth.bpf.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -82,6 +83,31 @@ static __always_inline void slow_rx(struct __sk_buff *skb, struct rl_port_info *
 	skb->mark = mark;
 }
 
+/* ECN at dequeue (RL_ECN_AT_DEQUEUE): the packet has just left its queue on the peer port,
+ * whose backlog now is what it left behind (ns-3's egress bytes after the dequeue); an ECT
+ * packet is marked by that on the peer's curve, counted on the peer's queue. A veth hands
+ * the packet over within the shaper's one dequeue, so the reading is one packet's time late
+ * at most (a delayed link's: the delay later). */
+static __always_inline void mark_at_dequeue(struct __sk_buff *skb, const struct rl_config *cfg, __u32 prio, int tos)
+{
+	if (!(tos & 3) || !cfg->ecn[prio].enabled)
+		return;
+	__u32 slot = slot_of(skb->ifindex);
+	struct rl_port_info *self = bpf_map_lookup_elem(&port_info, &slot);
+	if (!self || !self->peer)
+		return;
+	__u32 from = self->peer - 1;
+	struct rl_port_info *peer = bpf_map_lookup_elem(&port_info, &from);
+	if (!peer || (peer->flags & RL_PORT_NO_ECN))
+		return;
+	__u32 q = queue_depth(peer->root_qdisc ? qdisc_at(peer->root_qdisc) : 0, peer, prio);
+	if (!ecn_hit(&cfg->ecn[prio], q))
+		return;
+	struct rl_counters *cnt = counters_of(RL_FIRST_PORT_IFINDEX + from, prio);
+	if (bpf_skb_ecn_set_ce(skb) && cnt)
+		__sync_fetch_and_add(&cnt->ecn_marked, 1);
+}
+
 SEC("tc")
 int rl_ingress(struct __sk_buff *skb)
 {
@@ -107,6 +133,8 @@ int rl_ingress(struct __sk_buff *skb)
 			return TC_ACT_SHOT;
 		}
 	}
+	if (tos >= 0 && cfg->ecn_marking == RL_ECN_AT_DEQUEUE)
+		mark_at_dequeue(skb, cfg, prio, tos);
 	if ((cfg->pfc_mask >> prio) & 1) {
 		__u32 slot = slot_of(skb->ifindex);
 		struct rl_port_info *p = bpf_map_lookup_elem(&port_info, &slot);

@@ -120,7 +120,8 @@ struct rl_config {
 	__u8 pfc_mask;       /* bit p: PFC generated and honoured for priority p */
 	__u16 pfc_quanta;    /* pause time sent with XOFF, in quanta */
 	__u8 pfc_trigger;    /* RL_PFC_TRIGGER_*: what XOFF counts */
-	__u8 pad[3];
+	__u8 ecn_marking;    /* RL_ECN_AT_*: where the mark is decided */
+	__u8 pad[2];
 	struct rl_ecn_curve ecn[RL_NUM_PRIO];
 	__u32 queue_limit[RL_NUM_PRIO]; /* bytes a queue may hold (tail drop beyond) */
 	__u32 pfc_xoff;      /* bytes queued in a lossless egress queue that pause its senders */
@@ -138,6 +139,16 @@ struct rl_config {
  * egress queue a packet joins, from every ingress. */
 #define RL_PFC_TRIGGER_INGRESS 0
 #define RL_PFC_TRIGGER_EGRESS 1
+
+/* Where the ECN mark is decided (DESIGN.md §2, qos.ecn.marking). ENQUEUE: by the bytes ahead
+ * of the packet as it joins the queue (the egress program). DEQUEUE, the default, as HPCC's
+ * ns-3 and the ASICs sonic-mgmt's dequeue-ECN test covers: by the bytes left behind it as it
+ * leaves. tc egress runs before the qdisc, so the packet's next port decides it: its ingress
+ * program reads the queue the packet just left (its rl_port_info.peer), exactly, and counts
+ * the mark on that queue. A port whose peer is not on this machine (rl_port_info.peer 0: a
+ * link cut between machines) marks at enqueue. */
+#define RL_ECN_AT_ENQUEUE 0
+#define RL_ECN_AT_DEQUEUE 1
 
 /* ---- PFC (IEEE 802.1Qbb) ------------------------------------------------------------ */
 
@@ -220,6 +231,11 @@ struct rl_port_info {
 	 * class (set-up replaces HTB's default leaf) frees the old one. A new root clears them. */
 	__u64 leaf_root;
 	__u64 leaf_class[8];
+	/* The port at the link's other end, whose ingress decides a dequeue mark for what
+	 * leaves this port: its slot + 1; 0 when it is not on this machine (zeroed info: none).
+	 * Written at `up`. */
+	__u32 peer;
+	__u32 pad;
 };
 
 /* Per port slot: its PFC headroom (DESIGN.md §2) and what its lossless queues may hold.
@@ -301,7 +317,7 @@ struct rl_depth_override {
 #ifdef __cplusplus
 static_assert(sizeof(struct rl_counters) == 26 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
-static_assert(sizeof(struct rl_port_info) == 176, "rl_port_info layout");
+static_assert(sizeof(struct rl_port_info) == 184, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layout");
 static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");

@@ -28,6 +28,7 @@ rl_config make_port_config(const model::Qos& q) {
   c.pfc_mask = q.pfc_enabled ? q.pfc_mask : 0;
   c.pfc_quanta = static_cast<uint16_t>(q.pfc.quanta);
   c.pfc_trigger = q.pfc.per_ingress ? RL_PFC_TRIGGER_INGRESS : RL_PFC_TRIGGER_EGRESS;
+  c.ecn_marking = q.ecn.at_dequeue ? RL_ECN_AT_DEQUEUE : RL_ECN_AT_ENQUEUE;
   // A row of pg_ring per PFC priority (the queues that hold priority groups).
   c.pg_rows = 0;
   for (uint32_t p = 0; p < RL_NUM_PRIO; ++p) c.pg_index[p] = (c.pfc_mask >> p) & 1 ? uint8_t(c.pg_rows++) : 0xff;

@@ -354,6 +354,9 @@ bool Fabric::load_programs(std::string& why) {
       info.flags = np.host ? RL_PORT_HOST : 0;
       info.node_first_slot = static_cast<uint32_t>(np.ports.front().slot);
       info.node_ports = static_cast<uint32_t>(np.ports.size());
+      // Dequeue ECN marks are decided at the peer's ingress: only where it is on this machine.
+      if (p.cut < 0 && p.peer_ifindex >= kFirstPortIfindex)
+        info.peer = static_cast<uint32_t>(p.peer_ifindex - kFirstPortIfindex) + 1;
       if (!progs_->set_port_info(p.slot, info, why)) return false;
     }
     const auto h = bpf::node_headroom(headroom_inputs(plan_, np), plan_.port_config.pfc_xoff,

@@ -484,6 +484,8 @@ class Loader {
         if (kminv) if (auto b = r_.bytes(*kminv, Bytes{0}, Bytes{1ULL << 30})) q.ecn.kmin = *b, q.ecn.preset = "custom";
         if (kmaxv) if (auto b = r_.bytes(*kmaxv, Bytes{0}, Bytes{1ULL << 30})) q.ecn.kmax = *b, q.ecn.preset = "custom";
         if (auto pm = em->take("pmax")) if (auto d = r_.number(*pm, 0, 1)) q.ecn.pmax = *d, q.ecn.preset = "custom";
+        if (auto mv = em->take("marking"))
+          if (auto m = r_.choice(*mv, {"dequeue", "enqueue"})) q.ecn.at_dequeue = *m == "dequeue";
         if (q.ecn.kmin > q.ecn.kmax)
           r_.error(ErrorKind::kInconsistent, kminv ? kminv->pos : (kmaxv ? kmaxv->pos : ev->pos),
                    "qos.ecn: kmin " + format_bytes(q.ecn.kmin) + " is above kmax " + format_bytes(q.ecn.kmax));

@@ -133,6 +133,10 @@ struct EcnConfig {
   std::string preset = "nvidia";
   Bytes kmin{150 * 1024}, kmax{1500 * 1024};
   double pmax = 1.0;
+  // qos.ecn.marking: where the mark is decided. Dequeue [default] as HPCC's ns-3
+  // (SwitchNotifyDequeue) and the ASICs sonic-mgmt's test_dequeue_ecn covers; enqueue as
+  // rocelab did first (DESIGN.md §2).
+  bool at_dequeue = true;
 };
 
 // qos.pfc.watchdog (FAULTS.md: SONiC's pfcwd on every switch port x PFC priority). Times

@@ -94,6 +94,7 @@ ordered_json qos_json(const Qos& q) {
   } else {
     j["ecn"] = {{"preset", q.ecn.preset}};
   }
+  if (q.ecn.enabled) j["ecn"]["marking"] = q.ecn.at_dequeue ? "dequeue" : "enqueue";
   ordered_json pfc;
   pfc["trigger"] = q.pfc.per_ingress ? "ingress" : "egress";
   pfc["xoff"] = format_bytes(q.pfc.xoff);

@@ -183,6 +183,8 @@ class PortPrograms : public ::testing::Test {
     rl_depth_override off{};  // each test reads the real classes unless it injects depths
     uint32_t zero = 0;
     ASSERT_EQ(bpf_map_update_elem(lab().progs->depth_override_fd(), &zero, &off, BPF_ANY), 0);
+    std::string why;
+    for (size_t slot : {0, 1}) ASSERT_TRUE(lab().progs->set_port_info(slot, rl_port_info{}, why)) << why;
   }
   int egress() const { return lab().progs->egress_fd(); }
   rl_counters at(int ifindex, uint32_t prio) const {
@@ -217,34 +219,86 @@ struct Preset {
   double pmax;
 };
 
+// Ports A and B as the two ends of one link (rl_port_info.peer), for dequeue marking: B's
+// ingress decides the mark of what left A's queue. Zeroed again by the fixture.
+void link_peers() {
+  std::string why;
+  rl_port_info a{}, b{};
+  a.peer = 1 + 1;  // B's slot + 1
+  b.peer = 0 + 1;  // A's
+  ASSERT_TRUE(lab().progs->set_port_info(0, a, why)) << why;
+  ASSERT_TRUE(lab().progs->set_port_info(1, b, why)) << why;
+}
+
 // 100,000 draws a point: at 10,000 the paper preset's mid-curve point expects 50 marks, where
 // the binomial's upper tail is heavier than the normal's the tolerance assumes; CI once read
 // 79 (4.1 sigma). At 4.5 sigma the four points that draw decide: a false failure in ~30,000 runs.
-TEST_F(PortPrograms, MarkFractionFollowsTheCurveForBothPresets) {
+// Both marking points: at enqueue A's egress decides by the bytes ahead of the packet, at
+// dequeue B's ingress by what A's queue holds as the packet arrives from it; either way the
+// mark is counted on A's queue, and the other program leaves ECT packets alone.
+TEST_F(PortPrograms, MarkFractionFollowsTheCurveForBothPresetsAtEnqueueAndDequeue) {
   const uint32_t n = 100000;
-  for (Preset p : {Preset{"nvidia", 150 * 1024, 1500 * 1024, 1.0}, Preset{"paper", 5 * 1024, 200 * 1024, 0.01}}) {
-    rl_config c = base_config();
-    c.ecn[3] = {p.kmin, p.kmax, p.pmax >= 1.0 ? 0xffffffffu : static_cast<uint32_t>(p.pmax * 4294967296.0), 1};
-    set_config(c);
-    const uint32_t span = p.kmax - p.kmin;
-    for (uint32_t depth : {p.kmin / 2, p.kmin, p.kmin + span / 4, p.kmin + span / 2, p.kmin + 3 * span / 4, p.kmax,
-                           p.kmax + 1, 2 * p.kmax}) {
-      set_depth(3, depth);
-      double want = depth < p.kmin ? 0 : depth > p.kmax ? 1 : p.pmax * (depth - p.kmin) / span;
-      uint64_t before = at(kPortA, 3).ecn_marked;
-      Result r = run(egress(), udp_frame(26, 2), kPortA, n);
-      EXPECT_EQ(r.retval, 0);
-      double got = static_cast<double>(at(kPortA, 3).ecn_marked - before) / n;
-      double tol = std::max(0.02 * p.pmax, 4.5 * std::sqrt(want * (1 - want) / n));
-      EXPECT_NEAR(got, want, tol) << p.name << " depth " << depth;
-      if (depth < p.kmin) {
-        EXPECT_EQ(got, 0.0) << p.name << ": no mark below kmin";
-      }
-      if (depth > p.kmax) {
-        EXPECT_EQ(got, 1.0) << p.name << ": every packet above kmax";
+  link_peers();
+  for (uint8_t marking : {RL_ECN_AT_ENQUEUE, RL_ECN_AT_DEQUEUE})
+    for (Preset p : {Preset{"nvidia", 150 * 1024, 1500 * 1024, 1.0}, Preset{"paper", 5 * 1024, 200 * 1024, 0.01}}) {
+      const char* at_name = marking == RL_ECN_AT_DEQUEUE ? "dequeue" : "enqueue";
+      rl_config c = base_config();
+      c.ecn_marking = marking;
+      c.ecn[3] = {p.kmin, p.kmax, p.pmax >= 1.0 ? 0xffffffffu : static_cast<uint32_t>(p.pmax * 4294967296.0), 1};
+      set_config(c);
+      const int decides = marking == RL_ECN_AT_DEQUEUE ? lab().progs->ingress_fd() : egress();
+      const int other = marking == RL_ECN_AT_DEQUEUE ? egress() : lab().progs->ingress_fd();
+      const int decides_port = marking == RL_ECN_AT_DEQUEUE ? kPortB : kPortA;
+      const int other_port = marking == RL_ECN_AT_DEQUEUE ? kPortA : kPortB;
+      const uint32_t span = p.kmax - p.kmin;
+      for (uint32_t depth : {p.kmin / 2, p.kmin, p.kmin + span / 4, p.kmin + span / 2, p.kmin + 3 * span / 4, p.kmax,
+                             p.kmax + 1, 2 * p.kmax}) {
+        set_depth(3, depth);
+        double want = depth < p.kmin ? 0 : depth > p.kmax ? 1 : p.pmax * (depth - p.kmin) / span;
+        uint64_t before = at(kPortA, 3).ecn_marked, b_before = at(kPortB, 3).ecn_marked;
+        Result r = run(decides, udp_frame(26, 2), decides_port, n);
+        EXPECT_EQ(r.retval, 0);
+        double got = static_cast<double>(at(kPortA, 3).ecn_marked - before) / n;
+        double tol = std::max(0.02 * p.pmax, 4.5 * std::sqrt(want * (1 - want) / n));
+        EXPECT_NEAR(got, want, tol) << at_name << " " << p.name << " depth " << depth;
+        EXPECT_EQ(at(kPortB, 3).ecn_marked, b_before) << at_name << ": counted on the queue the packet left (A's)";
+        if (depth < p.kmin) {
+          EXPECT_EQ(got, 0.0) << at_name << " " << p.name << ": no mark below kmin";
+        }
+        if (depth > p.kmax) {
+          EXPECT_EQ(got, 1.0) << at_name << " " << p.name << ": every packet above kmax";
+          uint64_t none = at(kPortA, 3).ecn_marked;
+          Result o = run(other, udp_frame(26, 2), other_port, 100);
+          EXPECT_EQ(o.out[15] & 3, 2) << at_name << ": the other program leaves ECT(0) as it is";
+          EXPECT_EQ(at(kPortA, 3).ecn_marked + at(kPortB, 3).ecn_marked, none + b_before)
+              << at_name << ": one place decides";
+        }
       }
     }
+}
+
+// Dequeue marking sets CE with a valid checksum too, leaves non-ECT alone, and falls back to
+// enqueue on a port whose peer is on another machine (peer 0: a cut link).
+TEST_F(PortPrograms, DequeueMarkingAtTheNextPortAndEnqueueWhereThePeerIsRemote) {
+  link_peers();
+  rl_config c = base_config();
+  c.ecn_marking = RL_ECN_AT_DEQUEUE;
+  c.ecn[3] = {1000, 2000, 0xffffffffu, 1};
+  set_config(c);
+  set_depth(3, 5000);
+  for (uint8_t ecn : {1, 2, 3}) {
+    Result r = run(lab().progs->ingress_fd(), udp_frame(26, ecn), kPortB);
+    ASSERT_GE(r.out.size(), 34u);
+    EXPECT_EQ(r.out[15] & 3, 3) << "CE";
+    EXPECT_EQ(r.out[15] >> 2, 26) << "DSCP kept";
+    EXPECT_EQ(csum(r.out.data() + 14, 20), 0) << "IPv4 header checksum";
   }
+  EXPECT_EQ(run(lab().progs->ingress_fd(), udp_frame(26, 0), kPortB).out[15] & 3, 0) << "non-ECT is never marked";
+  std::string why;
+  ASSERT_TRUE(lab().progs->set_port_info(0, rl_port_info{}, why)) << why;  // A's peer not here
+  uint64_t before = at(kPortA, 3).ecn_marked;
+  EXPECT_EQ(run(egress(), udp_frame(26, 2), kPortA).out[15] & 3, 3) << "A marks at enqueue: no peer reads its queue";
+  EXPECT_EQ(at(kPortA, 3).ecn_marked, before + 1);
 }
 
 TEST_F(PortPrograms, MarkingSetsCeAndKeepsTheChecksumValid) {
