@@ -11,13 +11,6 @@
 
 extern void *bpf_cast_to_kern_ctx(void *obj) __ksym;
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, RL_NUM_PRIO);
-	__type(key, __u32);
-	__type(value, struct rl_pfc_tx_state);
-} pfc_tx_state SEC(".maps");
-
 /* Sized by the loader: one entry per port slot. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -306,6 +299,8 @@ static __always_inline void pg_add(struct __sk_buff *skb, const struct rl_config
 				   struct rl_pfc_tx_state *st, __s64 *pgb)
 {
 	__s64 pg = __sync_add_and_fetch(pgb, (__s64)skb->len);
+	if (st->paused && pg > st->episode_max)
+		st->episode_max = pg; /* racy between CPUs: within one packet */
 	if (pg < (__s64)cfg->pfc_xoff)
 		return;
 	struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &in_slot);
@@ -316,6 +311,18 @@ static __always_inline void pg_add(struct __sk_buff *skb, const struct rl_config
 	if (st->paused && now - st->last_sent_ns < refresh_ns)
 		return;
 	send_pfc(skb, RL_FIRST_PORT_IFINDEX + in_slot, prio, st->paused ? RL_MARK_PFC_REFRESH : RL_MARK_PFC(1, 0));
+	if (!st->paused) {
+		/* A new pause: the last one's episode closes with what its PG reached past XOFF. */
+		struct rl_counters *c = counters_of(RL_FIRST_PORT_IFINDEX + in_slot, prio);
+		if (c && st->episode_max >= (__s64)cfg->pfc_xoff) {
+			__u64 over = (__u64)(st->episode_max - (__s64)cfg->pfc_xoff);
+			__sync_fetch_and_add(&c->pg_overshoot_sum, over);
+			__sync_fetch_and_add(&c->pg_episodes, 1);
+			if (over > c->pg_overshoot_max)
+				c->pg_overshoot_max = over;
+		}
+		st->episode_max = pg;
+	}
 	st->paused = 1;
 	st->last_sent_ns = now;
 }

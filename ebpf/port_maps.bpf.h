@@ -30,6 +30,15 @@ struct {
 
 #include "port_info_map.bpf.h"
 
+/* Per (port slot, priority) of an ingress port: the XOFF it sent (egress decides; ingress
+ * reads when the peer's frame arrives, to time the pause's path). Sized by the loader. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, RL_NUM_PRIO);
+	__type(key, __u32);
+	__type(value, struct rl_pfc_tx_state);
+} pfc_tx_state SEC(".maps");
+
 static __always_inline __u32 slot_of(__u32 ifindex)
 {
 	return ifindex - RL_FIRST_PORT_IFINDEX;

@@ -102,6 +102,12 @@ struct rl_counters {
 	/* The most the class held after an admitted packet joined it since the time-series
 	 * sampler last took it (it swaps in 0 through the mapping): each sample's peak. */
 	__u64 depth_peak;
+	/* Of an ingress port's priority group (ingress trigger): how far past XOFF it ran in each
+	 * pause episode (XOFF sent -> the next XOFF that starts a pause), summed and the most,
+	 * over the episodes closed so far. What arrived after XOFF: the pause's whole path. */
+	__u64 pg_overshoot_sum;
+	__u64 pg_overshoot_max;
+	__u64 pg_episodes;
 };
 
 /* The ECN curve of one priority: probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin)
@@ -260,6 +266,7 @@ struct rl_pfc_tx_state {
 	                     * this port's packets join its queue at >= XOFF (cleared below XON) */
 	__u32 paused;       /* an XOFF is in force at the peer, as far as we know */
 	__u32 pad;
+	__s64 episode_max;  /* the most its PG held since the XOFF that began this pause */
 };
 
 /* The order of the bytes in one egress queue (port slot, PFC priority) by the ingress port
@@ -288,6 +295,8 @@ struct rl_pfc_event {
 	__u32 slot;   /* the port that received it: its egress must pause */
 	__u16 prio;
 	__u16 quanta; /* 0 = XON */
+	__u64 decided_ns; /* when the link's other end last decided XOFF for this priority (its
+	                   * rl_pfc_tx_state.last_sent_ns; 0: not a port of this fabric here) */
 };
 
 /* Per (port slot, priority) of a port that honours PFC: pause_watch.bpf.c's view of the
@@ -315,12 +324,12 @@ struct rl_depth_override {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct rl_counters) == 26 * 8, "rl_counters layout");
+static_assert(sizeof(struct rl_counters) == 29 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
 static_assert(sizeof(struct rl_port_info) == 184, "rl_port_info layout");
-static_assert(sizeof(struct rl_pfc_tx_state) == 24, "rl_pfc_tx_state layout");
+static_assert(sizeof(struct rl_pfc_tx_state) == 32, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layout");
-static_assert(sizeof(struct rl_pfc_event) == 16, "rl_pfc_event layout");
+static_assert(sizeof(struct rl_pfc_event) == 24, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
 static_assert(sizeof(struct rl_pause_state) == 48, "rl_pause_state layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");

@@ -109,7 +109,8 @@ std::unique_ptr<PortPrograms> PortPrograms::load(size_t ports, const rl_config& 
   if (int e = bpf_map__reuse_fd(p->in_->maps.port_counters, bpf_map__fd(p->eg_->maps.port_counters)); e ||
       (e = bpf_map__reuse_fd(p->in_->maps.port_config, bpf_map__fd(p->eg_->maps.port_config))) ||
       (e = bpf_map__reuse_fd(p->in_->maps.port_info, bpf_map__fd(p->eg_->maps.port_info))) ||
-      (e = bpf_map__reuse_fd(p->in_->maps.depth_override, bpf_map__fd(p->eg_->maps.depth_override)))) {
+      (e = bpf_map__reuse_fd(p->in_->maps.depth_override, bpf_map__fd(p->eg_->maps.depth_override))) ||
+      (e = bpf_map__reuse_fd(p->in_->maps.pfc_tx_state, bpf_map__fd(p->eg_->maps.pfc_tx_state)))) {
     why = err("share maps with ingress.bpf.o", e);
     return nullptr;
   }

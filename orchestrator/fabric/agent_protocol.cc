@@ -104,6 +104,9 @@ ordered_json to_json(const AgentFigures& f) {
           {"reaction_ns",
            {{"count", f.reaction_ns.count}, {"p50", f.reaction_ns.p50}, {"p99", f.reaction_ns.p99},
             {"max", f.reaction_ns.max}}},
+          {"transit_ns",
+           {{"count", f.transit_ns.count}, {"p50", f.transit_ns.p50}, {"p99", f.transit_ns.p99},
+            {"max", f.transit_ns.max}}},
           {"reaction_budget_ns", f.reaction_budget_ns},
           {"budget_raises", f.budget_raises},
           {"pause_tail_packets", f.pause_tail_packets},
@@ -137,6 +140,11 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
     const auto& r = j.at("reaction_ns");
     f.reaction_ns = {r.at("count").get<uint64_t>(), r.at("p50").get<uint64_t>(), r.at("p99").get<uint64_t>(),
                      r.at("max").get<uint64_t>()};
+    if (j.contains("transit_ns")) {
+      const auto& t = j.at("transit_ns");
+      f.transit_ns = {t.at("count").get<uint64_t>(), t.at("p50").get<uint64_t>(), t.at("p99").get<uint64_t>(),
+                      t.at("max").get<uint64_t>()};
+    }
     f.reaction_budget_ns = u("reaction_budget_ns");
     f.budget_raises = u("budget_raises");
     f.pause_tail_packets = u("pause_tail_packets");
@@ -194,12 +202,14 @@ std::string_view request_name(AgentRequest r) {
     case AgentRequest::kStop: return "stop";
     case AgentRequest::kStorm: return "storm";
     case AgentRequest::kStormStop: return "storm_stop";
+    case AgentRequest::kPing: return "ping";
   }
   return "?";
 }
 
 std::optional<AgentRequest> request_named(std::string_view name) {
-  for (AgentRequest r : {AgentRequest::kFigures, AgentRequest::kStop, AgentRequest::kStorm, AgentRequest::kStormStop})
+  for (AgentRequest r :
+       {AgentRequest::kFigures, AgentRequest::kStop, AgentRequest::kStorm, AgentRequest::kStormStop, AgentRequest::kPing})
     if (request_name(r) == name) return r;
   return std::nullopt;
 }

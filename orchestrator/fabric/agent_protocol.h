@@ -108,6 +108,7 @@ struct AgentFigures {
   struct Reaction {
     uint64_t count = 0, p50 = 0, p99 = 0, max = 0;  // BPF arrival -> pause in effect (nearest rank)
   } reaction_ns;
+  Reaction transit_ns;  // the link's other end deciding XOFF -> its frame arriving here (BPF clocks)
   uint64_t reaction_budget_ns = 0, budget_raises = 0;
   uint64_t pause_tail_packets = 0, leaked_packets = 0, leaked_bytes = 0;
   uint64_t storm_frames = 0;  // pause-storm frames sent, every storm
@@ -129,8 +130,9 @@ nlohmann::ordered_json to_json(const AgentFigures& f);
 std::optional<AgentFigures> figures_from_json(const nlohmann::json& j, std::string& why);
 
 // Requests the agent takes; each gets one reply object: {"ok": true, ...} or {"ok": false,
-// "error": "..."}.
-enum class AgentRequest { kFigures, kStop, kStorm, kStormStop };
+// "error": "..."}. `ping` answers at once: the run's liveness probe (figures build every
+// pause of the run, too much for the PFC loop four times a second).
+enum class AgentRequest { kFigures, kStop, kStorm, kStormStop, kPing };
 std::string_view request_name(AgentRequest r);
 std::optional<AgentRequest> request_named(std::string_view name);
 

@@ -222,6 +222,13 @@ Result<std::optional<AgentFigures>> LocalTestbed::agent_figures() {
   return std::optional<AgentFigures>(std::move(*f));
 }
 
+Status LocalTestbed::agent_alive() {
+  if (agent_socket_.empty()) return ok();
+  std::string why;
+  if (!fabric::agent_call(agent_socket_, AgentRequest::kPing, why)) return env("the PFC agent: " + why);
+  return ok();
+}
+
 Status LocalTestbed::write_draw(const PortRef& p, Draw d, uint32_t threshold, uint64_t rng) {
   std::string why;
   rl_port_info info{};

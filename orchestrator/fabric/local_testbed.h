@@ -38,6 +38,7 @@ class LocalTestbed final : public Testbed {
   Result<std::vector<PortStats>> counters(const std::vector<PortRef>& ports) override;
   Result<std::vector<PortStats>> sample(bool take_peaks) override;
   Result<std::optional<AgentFigures>> agent_figures() override;
+  Status agent_alive() override;
   Result<Change> set_loss(const PortRef& p, double probability, uint64_t seed) override;
   Result<Change> set_corruption(const PortRef& p, double probability, uint64_t seed) override;
   Result<Change> set_pause(const PortRef& p, uint32_t prio, bool paused) override;

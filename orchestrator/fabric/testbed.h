@@ -105,6 +105,12 @@ class Testbed {
   }
   // The agent's figures as of now; nullopt when the fabric has no agent (no PFC priority).
   virtual Result<std::optional<AgentFigures>> agent_figures() = 0;
+  // Whether the agent answers (cheap: the run asks four times a second); ok without one.
+  virtual Status agent_alive() {
+    auto f = agent_figures();
+    if (!f) return f.error();
+    return ok();
+  }
 
   // Data packets leaving `p` are lost with `probability`, drawn from a generator seeded by
   // `seed`; counted as drop reason fault_loss. PFC frames are never lost.

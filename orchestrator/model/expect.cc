@@ -125,6 +125,14 @@ const std::vector<MetricInfo>& metric_registry() {
       {"pfc_reaction_p50", MetricKind::kScalar, "s", {},
        "agent reaction: PFC frame arrival (BPF timestamp) to pause in effect, median"},
       {"pfc_reaction_p99", MetricKind::kScalar, "s", {}, "the same, 99th percentile"},
+      {"pfc_transit_p50", MetricKind::kScalar, "s", {},
+       "a pause's way to the port it pauses: the switch deciding XOFF to the frame's arrival (BPF clocks, wall), "
+       "median over the pauses put in force"},
+      {"pfc_transit_p99", MetricKind::kScalar, "s", {}, "the same, 99th percentile"},
+      {"pfc_overshoot", MetricKind::kSeries, "bytes", {"node", "port", "prio"},
+       "how far an ingress port's priority group ran past XOFF per pause, mean over its pause episodes: what "
+       "arrived after the switch decided XOFF (ingress trigger)"},
+      {"pfc_overshoot_max", MetricKind::kSeries, "bytes", {"node", "port", "prio"}, "the same, the most in one episode"},
       {"pfc_headroom_needed", MetricKind::kScalar, "bytes", {},
        "the fastest switch port's physical headroom (qos.pfc.headroom or 2 x MTU) + its emulated rate x "
        "pfc_reaction_p99: what may still arrive through it after XOFF"},

@@ -289,7 +289,7 @@ class AgentWatch {
       if (signal_ && signal_->load()) stop_ = true;
       if (tick % 5 != 4) continue;
       lk.unlock();
-      auto f = tb_.agent_figures();
+      auto f = tb_.agent_alive();
       lk.lock();
       if (!f && dead_.empty()) {
         dead_ = f.error().what;

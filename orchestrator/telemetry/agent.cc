@@ -163,6 +163,10 @@ Sink agent_sink() {
             if (a.reaction_ns.count > 0) {
               scalar("pfc_reaction_p50", double(a.reaction_ns.p50) / 1e9);
               scalar("pfc_reaction_p99", double(a.reaction_ns.p99) / 1e9);
+              if (a.transit_ns.count > 0) {
+                scalar("pfc_transit_p50", double(a.transit_ns.p50) / 1e9);
+                scalar("pfc_transit_p99", double(a.transit_ns.p99) / 1e9);
+              }
               headroom_metrics(c, a);
             }
             c.record = fabric::to_json(a);

@@ -16,6 +16,8 @@ void add_port_metrics(model::MetricSet& m, const std::vector<fabric::PortStats>&
                          "pfc_xoff_rx", "pfc_xon_rx", "pfc_refresh_tx", "corrupted"};
   for (const char* n : names) m[n] = MetricValue{MetricKind::kCounter, 0, {}};
   m["queue_max"] = MetricValue{MetricKind::kSeries, 0, {}};
+  m["pfc_overshoot"] = MetricValue{MetricKind::kSeries, 0, {}};
+  m["pfc_overshoot_max"] = MetricValue{MetricKind::kSeries, 0, {}};
   double lossless_drops = 0;
   for (const auto& p : ports)
     for (uint32_t prio = 0; prio < RL_NUM_PRIO; ++prio) {
@@ -39,6 +41,10 @@ void add_port_metrics(model::MetricSet& m, const std::vector<fabric::PortStats>&
       add("pfc_refresh_tx", s.c.pfc_refresh_tx);
       add("corrupted", s.c.corrupted);
       add("queue_max", s.c.depth_max);
+      if (s.c.pg_episodes) {
+        m["pfc_overshoot"].samples.push_back(Sample{labels, double(s.c.pg_overshoot_sum) / double(s.c.pg_episodes)});
+        m["pfc_overshoot_max"].samples.push_back(Sample{labels, double(s.c.pg_overshoot_max)});
+      }
       for (size_t r = 0; r < size_t(RL_DROP__USED); ++r) {
         if (!s.c.drops[r]) continue;
         auto l = labels;
