@@ -136,19 +136,28 @@ class PfcOnly(InTempDir):
             util = single(m["bottleneck_utilization"])
             peak = max(s["value"] for s in m["queue_max"] if s["labels"]["port"] == "host8")
             over = (peak - pgs * xoff) / pgs
+            pg_over = [s["value"] for s in m["pfc_overshoot"] if s["labels"]["node"] == "sw"]
+            pg_most = max(s["value"] for s in m["pfc_overshoot_max"] if s["labels"]["node"] == "sw")
             print(f"\nPFC only, seed {seed}: FCT spread {spread:.3f}, Jain {jain:.5f}, busy {util:.2%}, timeouts "
                   f"{m['rc_timeouts']:.0f}, retransmits {m['retransmits']:.0f}, drops {m['lossless_drops']:.0f}, "
-                  f"peak queue {peak:.0f} B = 7 x XOFF + {over:.0f} B a PG", file=sys.stderr)
+                  f"peak queue {peak:.0f} B = 7 x XOFF + {over:.0f} B a PG; a PG past XOFF per pause "
+                  f"{min(pg_over):.0f}-{max(pg_over):.0f} B mean, {pg_most:.0f} B most", file=sys.stderr)
             self.assertLessEqual(spread, 1.3)
             self.assertGreaterEqual(jain, 0.95)
             self.assertEqual(m["rc_timeouts"], 0, "no RC timeout while paused")
             self.assertGreaterEqual(util, 0.99)
             self.assertEqual(m["lossless_drops"], 0)
             self.assertEqual(m["cnp_sent"], 0)
-            # Each PG reached XOFF; what it took after its XOFF stays within its headroom
-            # (2 x MTU + the rate during the agent's reaction budget: 8,400 + 625,000 B).
+            # Each PG reached XOFF, and a pause takes hold as a port's does: what arrives after
+            # XOFF is the frame that crossed it, the agent's reaction (~0.5 frame at D = 1000)
+            # and the one frame the pausing TBF lets out (bench/pfc_reaction: 5.9-6.0 KB mean,
+            # 10.2 KB most, seeds 1-2). The mean stays within a physical link's 2 x MTU, and
+            # the peak queue within 5 % of seven PGs at XOFF + 2 x MTU each (it ran 4.5-7.7 %
+            # over while the run's liveness probe stalled the agent: up to 80 KB a PG).
+            frame = 4200 + 14
             self.assertGreaterEqual(peak, pgs * xoff)
-            self.assertLessEqual(over, 2 * 4200 + 625_000)
+            self.assertLessEqual(max(pg_over), 2 * frame, "a PG's mean overshoot past XOFF")
+            self.assertLessEqual(peak, 1.05 * pgs * (xoff + 2 * frame), "the peak queue toward the receiver")
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
