@@ -136,10 +136,13 @@ class Agent {
     realtime();
     uint64_t last_alive = now_ns(), last_sync = 0, last_budget = last_alive;
     while (!(stop_ && stop_->load()) && !stopping_) {
-      pollfd fds[2] = {{events_->fd(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
-      poll(fds, 2, 1);
+      std::vector<pollfd> fds{{events_->fd(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
+      for (const Client& c : clients_)
+        fds.push_back({c.fd.get(), short((c.answered ? 0 : POLLIN) | (c.out.empty() ? 0 : POLLOUT)), 0});
+      poll(fds.data(), fds.size(), 1);
       events_->consume();
-      if (fds[1].revents & POLLIN) serve();
+      serve_clients(fds, 2);
+      if (fds[1].revents & POLLIN) accept_clients();
       const uint64_t now = now_ns();
       expire(now);
       run_storms(now);
@@ -164,6 +167,7 @@ class Agent {
         last_alive = now;
       }
     }
+    flush_clients();
     unlink(cfg_.socket_path.c_str());
     return true;
   }
@@ -209,41 +213,86 @@ class Agent {
     return ok;
   }
 
-  // One request per connection; a client that sends nothing within 200 ms is dropped, so
-  // a stuck client never stalls the pause loop for long.
-  void serve() {
+  // Clients of the agent's socket (`rocelab stats`, the run, storms), served from the PFC
+  // loop without ever blocking it: each connection's request is read and its reply sent as
+  // the socket takes them (a client stopped mid-reply only holds its own buffer), and one
+  // that takes longer than kClientNs in all is dropped.
+  struct Client {
+    sys::Fd fd;
+    std::string in, out;
+    uint64_t since_ns = 0;
+    bool answered = false;
+  };
+  static constexpr size_t kMaxClients = 16, kMaxRequest = 4096;
+  static constexpr uint64_t kClientNs = 10'000'000'000ull;
+
+  void accept_clients() {
     for (;;) {
-      sys::Fd c(accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      sys::Fd c(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!c.valid()) return;
-      std::string line;
-      char buf[1024];
-      const uint64_t deadline = now_ns() + 200'000'000ull;
-      while (line.find('\n') == std::string::npos && line.size() < sizeof buf && now_ns() < deadline) {
-        pollfd p{c.get(), POLLIN, 0};
-        if (poll(&p, 1, 10) <= 0) continue;
-        ssize_t n = recv(c.get(), buf, sizeof buf, 0);
-        if (n <= 0) break;
-        line.append(buf, size_t(n));
+      if (clients_.size() >= kMaxClients) continue;  // closed: the loop serves a few at a time
+      clients_.push_back({std::move(c), {}, {}, now_ns(), false});
+    }
+  }
+
+  void serve_clients(const std::vector<pollfd>& polled, size_t first) {
+    const uint64_t now = now_ns();
+    for (size_t i = 0; i < clients_.size(); ++i) {
+      Client& c = clients_[i];
+      const short ev = first + i < polled.size() ? polled[first + i].revents : 0;
+      bool drop = now - c.since_ns > kClientNs || (ev & (POLLERR | POLLNVAL));
+      if (!drop && !c.answered && (ev & (POLLIN | POLLHUP))) {
+        char buf[1024];
+        const ssize_t n = recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) c.in.append(buf, size_t(n));
+        else if (n == 0 || (errno != EAGAIN && errno != EINTR)) drop = true;
+        if (const size_t nl = c.in.find('\n'); nl != std::string::npos || c.in.size() > kMaxRequest) {
+          c.out = answer(nl == std::string::npos ? std::string() : c.in.substr(0, nl)).dump() + "\n";
+          c.answered = true;
+          drop = false;
+        }
       }
-      auto j = json::parse(line, nullptr, false);
-      auto r = j.is_object() && j.contains("request") && j["request"].is_string()
-                   ? fabric::request_named(j["request"].get<std::string>())
-                   : std::nullopt;
-      if (!r) {
-        say(c.get(), {{"ok", false}, {"error", "unknown request (figures, stop, storm, storm_stop, ping)"}});
-      } else if (*r == fabric::AgentRequest::kPing) {
-        say(c.get(), {{"ok", true}});
-      } else if (*r == fabric::AgentRequest::kFigures) {
-        say(c.get(), {{"ok", true}, {"figures", fabric::to_json(figures())}});
-      } else if (*r == fabric::AgentRequest::kStorm) {
-        say(c.get(), start_storm(j));
-      } else if (*r == fabric::AgentRequest::kStormStop) {
-        say(c.get(), stop_storm(j));
-      } else {
-        stopping_ = true;
-        say(c.get(), {{"ok", true}});
+      if (!drop && !c.out.empty()) {
+        const ssize_t n = send(c.fd.get(), c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) c.out.erase(0, size_t(n));
+        else if (n < 0 && errno != EAGAIN && errno != EINTR) drop = true;
+      }
+      if (drop || (c.answered && c.out.empty())) {
+        clients_.erase(clients_.begin() + long(i));
+        --i;
       }
     }
+  }
+
+  // What the loop sends while it stops (the `stop` request's own reply): a little while at most.
+  void flush_clients() {
+    const uint64_t until = now_ns() + 200'000'000ull;
+    for (Client& c : clients_)
+      while (!c.out.empty() && now_ns() < until) {
+        pollfd p{c.fd.get(), POLLOUT, 0};
+        if (poll(&p, 1, 10) < 0) break;
+        const ssize_t n = send(c.fd.get(), c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) c.out.erase(0, size_t(n));
+        else if (n < 0 && errno != EAGAIN && errno != EINTR) break;
+      }
+    clients_.clear();
+  }
+
+  json answer(const std::string& line) {
+    auto j = json::parse(line, nullptr, false);
+    auto r = j.is_object() && j.contains("request") && j["request"].is_string()
+                 ? fabric::request_named(j["request"].get<std::string>())
+                 : std::nullopt;
+    if (!r) return {{"ok", false}, {"error", "unknown request (figures, stop, storm, storm_stop, ping)"}};
+    switch (*r) {
+      case fabric::AgentRequest::kPing: return {{"ok", true}};
+      case fabric::AgentRequest::kFigures: return {{"ok", true}, {"figures", fabric::to_json(figures())}};
+      case fabric::AgentRequest::kStorm: return start_storm(j);
+      case fabric::AgentRequest::kStormStop: return stop_storm(j);
+      case fabric::AgentRequest::kStop: break;
+    }
+    stopping_ = true;
+    return {{"ok", true}};
   }
 
   json start_storm(const json& j) {
@@ -694,6 +743,7 @@ class Agent {
   std::unique_ptr<bpf::FrameEmitter> emitter_;
   std::unique_ptr<Exporter> exporter_;  // declared after maps_: destroyed (no scrape running) before them
   sys::Fd listener_;
+  std::vector<Client> clients_;
   std::vector<uint32_t> keys_;
   std::vector<rl_pfc_tx_state> states_;
   std::vector<uint64_t> latencies_;

@@ -67,6 +67,29 @@ std::vector<MetricInfo> fault_metrics() {
   };
 }
 
+// A pause's path, stage by stage (bench/pfc_reaction): listed after pfc_reaction_p99.
+std::vector<MetricInfo> pause_path_metrics() {
+  return {
+    {"pfc_transit_p50", MetricKind::kScalar, "s", {},
+     "a pause's way to the port it pauses: the switch deciding XOFF to the frame's arrival (BPF clocks, wall), "
+     "median over the pauses put in force"},
+    {"pfc_transit_p99", MetricKind::kScalar, "s", {}, "the same, 99th percentile"},
+    {"pfc_overshoot", MetricKind::kSeries, "bytes", {"node", "port", "prio"},
+     "how far an ingress port's priority group ran past XOFF per pause, mean over its pause episodes: what "
+     "arrived after the switch decided XOFF (ingress trigger)"},
+    {"pfc_overshoot_max", MetricKind::kSeries, "bytes", {"node", "port", "prio"}, "the same, the most in one episode"},
+  };
+}
+
+constexpr const char* kEcnMarkedHelp =
+    "packets CE-marked, counted on the queue the mark reflects (at dequeue by default: decided by the next port's "
+    "ingress; `qos.ecn.marking: enqueue` at admission)";
+
+void insert_after(std::vector<MetricInfo>& m, std::string_view name, const std::vector<MetricInfo>& more) {
+  auto at = std::find_if(m.begin(), m.end(), [&](const MetricInfo& i) { return i.name == name; });
+  m.insert(at == m.end() ? at : at + 1, more.begin(), more.end());
+}
+
 }  // namespace
 
 const std::vector<MetricInfo>& metric_registry() {
@@ -90,7 +113,7 @@ const std::vector<MetricInfo>& metric_registry() {
       {"tx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"}, "bytes admitted to a port's egress queue"},
       {"rx_packets", MetricKind::kCounter, "count", {"node", "port", "prio"}, "packets a port received"},
       {"rx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"}, "bytes a port received"},
-      {"ecn_marked", MetricKind::kCounter, "count", {"node", "port", "prio"}, "packets CE-marked at enqueue"},
+      {"ecn_marked", MetricKind::kCounter, "count", {"node", "port", "prio"}, kEcnMarkedHelp},
       {"drops", MetricKind::kCounter, "count", {"node", "port", "prio", "reason"},
        "packets dropped, by reason: queue_full, wred, headroom, buffer (shared pool), fault_loss (a loss fault), mtu (an mtu_mismatch fault), pfcwd and pfcwd_rx (the PFC watchdog's drop action, out of and into a stormed queue)"},
       {"pfc_tx", MetricKind::kCounter, "count", {"node", "port", "prio"},
@@ -125,14 +148,6 @@ const std::vector<MetricInfo>& metric_registry() {
       {"pfc_reaction_p50", MetricKind::kScalar, "s", {},
        "agent reaction: PFC frame arrival (BPF timestamp) to pause in effect, median"},
       {"pfc_reaction_p99", MetricKind::kScalar, "s", {}, "the same, 99th percentile"},
-      {"pfc_transit_p50", MetricKind::kScalar, "s", {},
-       "a pause's way to the port it pauses: the switch deciding XOFF to the frame's arrival (BPF clocks, wall), "
-       "median over the pauses put in force"},
-      {"pfc_transit_p99", MetricKind::kScalar, "s", {}, "the same, 99th percentile"},
-      {"pfc_overshoot", MetricKind::kSeries, "bytes", {"node", "port", "prio"},
-       "how far an ingress port's priority group ran past XOFF per pause, mean over its pause episodes: what "
-       "arrived after the switch decided XOFF (ingress trigger)"},
-      {"pfc_overshoot_max", MetricKind::kSeries, "bytes", {"node", "port", "prio"}, "the same, the most in one episode"},
       {"pfc_headroom_needed", MetricKind::kScalar, "bytes", {},
        "the fastest switch port's physical headroom (qos.pfc.headroom or 2 x MTU) + its emulated rate x "
        "pfc_reaction_p99: what may still arrive through it after XOFF"},
@@ -192,6 +207,7 @@ const std::vector<MetricInfo>& metric_registry() {
     };
     auto f = fault_metrics();
     m.insert(m.end(), f.begin(), f.end());
+    insert_after(m, "pfc_reaction_p99", pause_path_metrics());
     return m;
   }();
   return kMetrics;

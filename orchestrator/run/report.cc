@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "run/results.h"
+#include "sys/files.h"
 #include "sys/process.h"
 
 namespace rocelab::run {
@@ -212,13 +213,20 @@ json series_json(std::vector<Series> v, size_t keep, size_t& dropped) {
 bool gnuplot_svg(const ReportOptions& o, const fs::path& out, const std::string& title, const std::string& ylabel,
                  const json& series, std::string& why) {
   if (series.empty()) return why = "no data", false;
+  if (out.string().find_first_of("'\n") != std::string::npos)
+    return why = "its path holds a quote or a newline, which gnuplot's script cannot take", false;
   std::string script = fmt::format(
       "set terminal svg size 960,420 dynamic background rgb 'white'\nset output '{}'\nset title \"{}\"\n"
       "set xlabel 'time (ms, physical)'\nset ylabel \"{}\"\nset key outside right\nset grid\nplot ",
       out.string(), title, ylabel);
   std::string data;
   for (size_t i = 0; i < series.size(); ++i) {
-    script += fmt::format("{}'-' using 1:2 with lines title \"{}\"", i ? ", " : "", series[i]["label"].get<std::string>());
+    // A label comes from the results (a file anyone may have written): only characters that
+    // cannot end gnuplot's string (a quote, a backslash, a newline would let it run commands).
+    std::string label = series[i]["label"].get<std::string>();
+    for (char& ch : label)
+      if (ch == '"' || ch == '\\' || ch == '\'' || ch == '`' || static_cast<unsigned char>(ch) < 0x20) ch = '_';
+    script += fmt::format("{}'-' using 1:2 with lines title \"{}\"", i ? ", " : "", label);
     for (const auto& p : series[i]["points"]) data += fmt::format("{} {}\n", p[0].get<double>(), p[1].get<double>());
     data += "e\n";
   }
@@ -465,7 +473,11 @@ void write_plots(const ReportOptions& o, const fs::path& dir, const json& data, 
     if (!fs::exists(o.gnuplot, ec)) {
       out.notes.push_back("no static plots: " + o.gnuplot + " is not installed (Debian's gnuplot-nox)");
     } else {
-      fs::create_directories(dir / "plots", ec);
+      // plots/ is made this user's alone (or refused): gnuplot writes into it by name.
+      if (auto st = sys::make_own_dir((dir / "plots").string()); !st) {
+        out.notes.push_back("no static plots: " + st.error().what);
+        return;
+      }
       auto plot = [&](const char* name, const char* title, const char* ylabel, const json& s) {
         std::string why;
         const fs::path p = dir / "plots" / name;
@@ -486,12 +498,19 @@ Result<ReportFiles> write_report(const ReportOptions& o) {
   auto results_text = slurp(dir / "results.json");
   if (!results_text)
     return error(Errc::kBadInput, o.run_dir + ": no results.json (not a run directory, or its run did not finish)");
+  // Whoever wrote it: nested deeper than a run writes is refused before parsing (copies
+  // and printing of nested values recurse).
+  if (sys::json_depth(*results_text) > sys::kMaxJsonDepth)
+    return error(Errc::kBadInput, (dir / "results.json").string() + ": nested deeper than " +
+                                      std::to_string(sys::kMaxJsonDepth) + " levels (a run never writes that)");
   const json res = json::parse(*results_text, nullptr, false);
   if (!res.is_object()) return error(Errc::kBadInput, (dir / "results.json").string() + ": not JSON");
   auto chartjs = slurp(o.chartjs);
   if (!chartjs)
     return error(Errc::kEnvironment, o.chartjs + " is missing: install Debian's libjs-chart.js (scripts/setup.sh does)");
-  const json resolved = json::parse(slurp(dir / "resolved.json").value_or("null"), nullptr, false);
+  const std::string resolved_text = slurp(dir / "resolved.json").value_or("null");
+  const json resolved = sys::json_depth(resolved_text) > sys::kMaxJsonDepth ? json(nullptr)
+                                                                            : json::parse(resolved_text, nullptr, false);
   ReportFiles out;
 
   std::map<std::string, size_t> dropped;
@@ -508,11 +527,7 @@ Result<ReportFiles> write_report(const ReportOptions& o) {
     return error(Errc::kBadInput, o.run_dir + ": results.json or resolved.json is not as a run writes it (" + e.what() + ")");
   }
   out.html = o.out.empty() ? (dir / "report.html").string() : o.out;
-  {
-    std::ofstream f(out.html, std::ios::binary | std::ios::trunc);
-    f << h;
-    if (!f) return error(Errc::kEnvironment, "cannot write " + out.html);
-  }
+  if (std::string why; !sys::write_file(out.html, h, why)) return error(Errc::kEnvironment, why);
 
   if (o.plots) write_plots(o, dir, data, out);
   return out;

@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include "sys/files.h"
+
+#include <unistd.h>
+
 #include <cstdio>
 #include <ctime>
 
@@ -161,7 +165,10 @@ std::string junit_xml(const Scenario& s, const std::vector<AssertionOutcome>& a,
   return x;
 }
 
-EventLog::EventLog(const std::string& path) : out_(path, std::ios::app), start_(std::chrono::steady_clock::now()) {}
+EventLog::EventLog(const std::string& path) : start_(std::chrono::steady_clock::now()) {
+  std::string why;
+  fd_ = sys::Fd(sys::open_for_write(path, why, /*append=*/true));
+}
 
 double EventLog::elapsed() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -172,8 +179,9 @@ void EventLog::add(const std::string& event, ordered_json fields) {
   j["t"] = elapsed();
   j["event"] = event;
   for (auto& [k, v] : fields.items()) j[k] = v;
-  out_ << j.dump() << "\n";
-  out_.flush();
+  if (!fd_.valid()) return;
+  const std::string line = j.dump(-1, ' ', false, ordered_json::error_handler_t::replace) + "\n";
+  (void)!write(fd_.get(), line.data(), line.size());  // one write a line: O_APPEND keeps lines whole
 }
 
 std::string utc_timestamp(std::chrono::system_clock::time_point t, bool compact) {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sys/netns.h"
 #include "model/expect.h"
 #include "model/scenario.h"
 
@@ -43,7 +44,7 @@ class EventLog {
   double elapsed() const;
 
  private:
-  std::ofstream out_;
+  sys::Fd fd_;  // opened without following links (sys/files.h): -1 when it could not be
   std::chrono::steady_clock::time_point start_;
 };
 

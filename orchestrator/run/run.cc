@@ -9,6 +9,7 @@
 #include <new>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "run/resolved.h"
 #include "run/split.h"
 #include "run/workloads.h"
+#include "sys/files.h"
 #include "sys/host_info.h"
 #include "telemetry/sink.h"
 
@@ -74,29 +76,24 @@ struct Phase {
   bool measures = false;  // a testbed fault here still leaves figures for the phases after it
 };
 
+// Every file of the run directory goes through here: never through a link (sys/files.h).
 bool write_text(const fs::path& p, const std::string& text, std::string& why) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) why = "cannot write " + p.string();
-  return bool(out);
+  return sys::write_file(p.string(), text, why);
 }
 
-// A fresh directory: the one asked for (must be absent or empty), or a new timestamped one.
+// A fresh directory: the one asked for (absent, or empty and this user's alone: as root, a
+// directory another user can write to would let them plant links to what root then
+// overwrites), or a new timestamped one.
 Status make_run_dir(RunContext& c) {
   std::error_code ec;
   if (!c.opts.out_dir.empty()) {
     c.dir = c.opts.out_dir;
-    if (fs::exists(c.dir, ec) && !(fs::is_directory(c.dir, ec) && fs::is_empty(c.dir, ec)))
-      return error(Errc::kEnvironment,
-                   "run directory " + c.dir.string() + " already exists and is not empty (choose another --out)");
   } else {
     fs::path base = fs::path("runs") / (c.s.name + "-" + utc_timestamp(c.started, true));
     c.dir = base;
-    for (int i = 2; fs::exists(c.dir, ec); ++i) c.dir = base.string() + "-" + std::to_string(i);
+    for (int i = 2; fs::exists(fs::symlink_status(c.dir, ec)); ++i) c.dir = base.string() + "-" + std::to_string(i);
   }
-  fs::create_directories(c.dir, ec);
-  if (ec) return error(Errc::kEnvironment, "cannot create run directory " + c.dir.string() + ": " + ec.message());
+  if (auto st = sys::make_private_dir(c.dir.string()); !st) return st;
   c.events = std::make_unique<EventLog>((c.dir / "events.jsonl").string());
   return ok();
 }
@@ -117,9 +114,13 @@ ordered_json versions_json() {
 Status validate_phase(RunContext& c) {
   c.events->add("run_start", {{"scenario", c.s.file}, {"instance", c.s.name}, {"seed", c.s.seed}, {"scale", c.s.scale.factor()}});
   std::error_code ec;
-  if (!c.opts.scenario_path.empty())
-    fs::copy_file(c.opts.scenario_path, c.dir / "scenario.yaml", fs::copy_options::overwrite_existing, ec);
   std::string why;
+  if (!c.opts.scenario_path.empty()) {
+    std::ifstream in(c.opts.scenario_path, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in && !write_text(c.dir / "scenario.yaml", text.str(), why)) spdlog::warn("{}", why);
+  }
   if (!write_text(c.dir / "resolved.json", resolved_json(c.s).dump(2) + "\n", why)) spdlog::warn("{}", why);
   c.metrics = topology_metrics(c.s);
   c.caps = detect_capabilities();
@@ -145,7 +146,7 @@ Status join_phase(RunContext& c) {
     c.faults_here.push_back(*h);
   }
   const std::string hub = model::format_ipv4(sp.underlay.at(0)) + ":" + std::to_string(sys::kRendezvousPort);
-  auto r = sys::Rendezvous::open(sp.index, sp.parts, hub);
+  auto r = sys::Rendezvous::open(sp.index, sp.parts, hub, sp.underlay);
   if (!r) return r.error();
   c.parts = std::move(*r);
   spdlog::info("part {} of {}: meeting the other parts at {} (TCP)", sp.index, sp.parts, hub);
@@ -463,11 +464,9 @@ Status collect_phase(RunContext& c) {
       if (first) first = st;
       continue;
     }
-    for (const auto& [name, text] : files) {
-      std::ofstream f(c.dir / name);
-      f << text;
-      if (!f) return error(Errc::kEnvironment, "cannot write " + (c.dir / name).string());
-    }
+    std::string why;
+    for (const auto& [name, text] : files)
+      if (!write_text(c.dir / name, text, why)) return error(Errc::kEnvironment, why);
     c.events->add("collected", {{"sink", sink.type}, {"record", record}});
   }
   std::map<std::string, std::string> files{{"series-events.csv", events_csv(c)}};
@@ -486,12 +485,17 @@ Status collect_phase(RunContext& c) {
 Status merge_phase(RunContext& c) {
   const ordered_json mine{{"metrics", metrics_json(c.metrics)}, {"invalid", c.invalid}, {"faults", c.faults}, {"notes", c.notes}};
   auto all = c.parts->exchange("run-figures", mine.dump(), c.opts.split_wait_ms, c.opts.cancel);
+  if (c.parts->strays())
+    c.notes.push_back("the rendezvous closed " + std::to_string(c.parts->strays()) +
+                      " connections that were not a part's (last: " + c.parts->last_stray() + ")");
   if (!all) return all.error();
   std::set<std::string> notes(c.notes.begin(), c.notes.end());
   for (size_t p = 0; p < all->size(); ++p) {
     if (p == c.parts->index()) continue;
-    const auto far = ordered_json::parse((*all)[p], nullptr, false);
-    if (far.is_discarded() || !far.contains("metrics"))
+    // A peer's text: bounded in depth before it is parsed (copies and printing recurse).
+    const auto far = sys::json_depth((*all)[p]) > sys::kMaxJsonDepth ? ordered_json(ordered_json::value_t::discarded)
+                                                                     : ordered_json::parse((*all)[p], nullptr, false);
+    if (far.is_discarded() || !far.is_object() || !far.contains("metrics"))
       return error(Errc::kEnvironment, "part " + std::to_string(p) + " sent figures this machine cannot read");
     merge_metrics(c.metrics, metrics_from_json(far["metrics"]));
     const std::string part = "part " + std::to_string(p) + ": ";

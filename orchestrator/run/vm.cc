@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "run/results.h"
+#include "sys/files.h"
 #include "sys/process.h"
 
 namespace rocelab::run {
@@ -30,8 +32,9 @@ std::string vm_image_dir() {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec)
-    for (const fs::path& d : {exe.parent_path().parent_path() / "images" / "out", fs::path("images") / "out"})
-      if (holds_image(d)) return fs::absolute(d, ec).string();
+    // Next to this binary's tree only: a path relative to where the command runs would boot
+    // whatever kernel someone left there.
+    if (const fs::path d = exe.parent_path().parent_path() / "images" / "out"; holds_image(d)) return d.string();
   return "";
 }
 
@@ -47,9 +50,18 @@ VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const s
   std::string why;
   const bool exited = sys::run_with_input("/usr/bin/qemu-system-x86_64", args, "", timeout_ms, why);
   b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::ifstream rc(job_dir + "/job.rc");
-  if (rc >> b.job_rc) b.ran = true;
-  else b.why = exited ? "the guest powered off without running its job" : why;
+  // What the guest wrote is read without following links and within bounds (the guest's
+  // root owns the job directory).
+  std::string rc_why;
+  const auto rc = sys::read_file(job_dir + "/job.rc", 64, rc_why);
+  char* end = nullptr;
+  const long code = rc ? std::strtol(rc->c_str(), &end, 10) : 0;
+  if (rc && end != rc->c_str() && code >= 0 && code < 256) {
+    b.job_rc = int(code);
+    b.ran = true;
+  } else {
+    b.why = exited ? "the guest powered off without running its job" : why;
+  }
   return b;
 }
 
@@ -70,6 +82,9 @@ bool image_has_rocelab(const std::string& image) {
 
 }  // namespace
 
+// What is copied back from the guest, at most (its root could write anything there).
+constexpr size_t kMaxGuestLog = 16u << 20, kMaxGuestFile = 1u << 30, kMaxGuestRun = 4ull << 30;
+
 Result<VmRun> run_in_vm(const VmRunOptions& o) {
   const std::string image = vm_image_dir();
   if (image.empty())
@@ -85,8 +100,11 @@ Result<VmRun> run_in_vm(const VmRunOptions& o) {
   const fs::path dir = o.out_dir.empty() ? fs::path("runs") / (o.instance_name + "-" + utc_timestamp(
                                                                    std::chrono::system_clock::now(), true))
                                          : fs::path(o.out_dir);
-  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec)))
-    return error(Errc::kEnvironment, "run directory " + dir.string() + " already exists and is not empty (choose another --out)");
+  {  // judged before the guest boots, as `run` judges --out (sys/files.h); made when copied back
+    struct stat st {};
+    if (lstat(dir.c_str(), &st) == 0)
+      if (auto s = sys::make_private_dir(dir.string()); !s) return s.error();
+  }
   char tmpl[] = "/tmp/rocelab-vm-XXXXXX";
   if (!mkdtemp(tmpl)) return error(Errc::kEnvironment, "no temporary directory for the guest's job");
   const fs::path job = tmpl;
@@ -112,17 +130,19 @@ Result<VmRun> run_in_vm(const VmRunOptions& o) {
   const VmBoot b = boot_vm(image, job.string(), r.accel, o.timeout_s * 1000);
   r.seconds = b.seconds;
   {
-    std::ifstream log(job / "job.log");
-    std::ostringstream s;
-    s << log.rdbuf();
-    r.output = s.str();
+    std::string log_why;
+    r.output = sys::read_file((job / "job.log").string(), kMaxGuestLog, log_why).value_or("(no job.log: " + log_why + ")");
   }
   if (!b.ran) return error(Errc::kEnvironment, "the VM did not run the scenario (" + b.why + ")\n" + r.output);
   r.exit_code = b.job_rc;
-  if (fs::exists(job / "run", ec)) {
-    fs::create_directories(dir.parent_path().empty() ? fs::path(".") : dir.parent_path(), ec);
-    fs::copy(job / "run", dir, fs::copy_options::recursive, ec);
-    if (ec) return error(Errc::kEnvironment, "copying the run directory back to " + dir.string() + ": " + ec.message());
+  struct stat run_st {};
+  if (lstat((job / "run").c_str(), &run_st) == 0 && S_ISDIR(run_st.st_mode)) {
+    size_t skipped = 0;
+    if (auto s = sys::copy_tree((job / "run").string(), dir.string(), kMaxGuestFile, kMaxGuestRun, skipped); !s)
+      return error(Errc::kEnvironment, "copying the run directory back: " + s.error().what);
+    if (skipped)
+      r.output += "\nrocelab: " + std::to_string(skipped) +
+                  " entries of the guest's run directory were not copied back (links, special files, or over the size caps)\n";
     r.run_dir = dir.string();
   }
   return r;

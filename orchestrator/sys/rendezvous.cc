@@ -21,8 +21,32 @@ namespace {
 
 constexpr const char* kAbort = "!abort";
 constexpr const char* kHello = "!hello";
-constexpr uint32_t kMaxFrame = 1u << 30;  // a peer that sends more is not one of ours
+constexpr uint32_t kMaxFrame = 256u << 20;  // after hello: a part's figures of the largest fabrics fit
+constexpr uint32_t kMaxHelloFrame = 256;    // before hello: the hello itself is ~30 bytes
+constexpr int64_t kHelloNs = 5'000'000'000;  // a connection that has not said hello by then is dropped
+constexpr size_t kMaxWaiting = 8;            // connections without a hello at once
+constexpr size_t kMaxPeerText = 500;         // of a peer's abort reason, printed
 constexpr int64_t kReconnectNs = 100'000'000;
+
+// A peer's text as this machine prints it: printable ASCII, bounded.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (char ch : s.substr(0, kMaxPeerText)) out += (ch >= 0x20 && ch < 0x7f) ? ch : '?';
+  return s.size() > kMaxPeerText ? out + "..." : out;
+}
+
+std::string dotted(uint32_t a) {
+  return std::to_string(a >> 24) + "." + std::to_string((a >> 16) & 255) + "." + std::to_string((a >> 8) & 255) + "." +
+         std::to_string(a & 255);
+}
+
+void keepalive(int fd) {
+  const int one = 1, idle = 10, intvl = 5, cnt = 3;  // a machine gone silently is found in ~25 s
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+}
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -41,8 +65,10 @@ uint32_t get32(const std::string& s, size_t at) {
 
 }  // namespace
 
-Result<std::unique_ptr<Rendezvous>> Rendezvous::open(size_t index, size_t parts, const std::string& hub) {
+Result<std::unique_ptr<Rendezvous>> Rendezvous::open(size_t index, size_t parts, const std::string& hub,
+                                                     std::vector<uint32_t> peers) {
   if (parts < 2 || index >= parts) return error(Errc::kBadInput, "a rendezvous needs two parts or more and an index below them");
+  if (peers.size() != parts) return error(Errc::kBadInput, "a rendezvous needs every part's address");
   const size_t colon = hub.rfind(':');
   in_addr a{};
   unsigned long port = 0;
@@ -55,6 +81,7 @@ Result<std::unique_ptr<Rendezvous>> Rendezvous::open(size_t index, size_t parts,
   r->hub_ = hub;
   r->hub_addr_ = ntohl(a.s_addr);
   r->hub_port_ = uint16_t(port);
+  r->peers_ = std::move(peers);
   if (index != 0) {
     r->conns_.emplace_back();
     r->queue(r->conns_[0], kHello, {std::to_string(index)});  // sent once connected
@@ -66,7 +93,7 @@ Result<std::unique_ptr<Rendezvous>> Rendezvous::open(size_t index, size_t parts,
   setsockopt(r->listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   const sockaddr_in sa = ipv4_sockaddr(r->hub_addr_, r->hub_port_);
   if (r->listen_fd_ < 0 || bind(r->listen_fd_, reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0 ||
-      listen(r->listen_fd_, int(parts)) != 0)
+      listen(r->listen_fd_, 64) != 0)  // room for strays while the parts come: they are closed at the next pump
     return error(Errc::kEnvironment, "cannot listen on " + hub + " for the other parts: " + std::strerror(errno));
   return r;
 }
@@ -91,6 +118,11 @@ void Rendezvous::connect_to_hub() {
   next_connect_ns_ = now_ns() + kReconnectNs;
   c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (c.fd < 0) return;
+  // From this part's own address: the hub takes part I only from peers[I]. Where it is not
+  // this machine's, the kernel picks one (and the hub will refuse it, saying so).
+  const sockaddr_in own = ipv4_sockaddr(peers_[index_], 0);
+  (void)bind(c.fd, reinterpret_cast<const sockaddr*>(&own), sizeof own);
+  keepalive(c.fd);
   const sockaddr_in sa = ipv4_sockaddr(hub_addr_, hub_port_);
   const int rc = connect(c.fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
   if (rc == 0 || errno == EINPROGRESS) {
@@ -140,16 +172,23 @@ bool Rendezvous::read_from(Conn& c) {
   }
 }
 
+// Every whole frame received, in one pass (what is left moves to the front once).
 void Rendezvous::take_frames(Conn& c) {
-  while (c.in.size() >= 4) {
-    const uint32_t len = get32(c.in, 0);
-    if (len > kMaxFrame || len < 8) {
-      lost(c);
-      return;
+  size_t pos = 0;
+  struct Consume {
+    Conn& c;
+    size_t& pos;
+    ~Consume() {
+      if (c.fd >= 0 && pos) c.in.erase(0, pos);
     }
-    if (c.in.size() < 4 + size_t(len)) return;
-    const std::string body = c.in.substr(4, len);
-    c.in.erase(0, 4 + size_t(len));
+  } consume{c, pos};
+  while (c.fd >= 0 && c.in.size() - pos >= 4) {
+    const uint32_t len = get32(c.in, pos);
+    if (index_ == 0 && c.part == SIZE_MAX && len > kMaxHelloFrame) return stray(c, "a first frame of " + std::to_string(len) + " bytes, not a hello");
+    if (len > kMaxFrame || len < 8) return lost(c);
+    if (c.in.size() - pos < 4 + size_t(len)) return;
+    const std::string body = c.in.substr(pos + 4, len);
+    pos += 4 + size_t(len);
     size_t at = 0;
     auto field = [&](std::string& out) {
       if (at + 4 > body.size() || at + 4 + get32(body, at) > body.size()) return false;
@@ -158,7 +197,7 @@ void Rendezvous::take_frames(Conn& c) {
       return true;
     };
     std::string tag;
-    if (!field(tag) || at + 4 > body.size()) return lost(c);
+    if (!field(tag) || at + 4 > body.size()) return index_ == 0 && c.part == SIZE_MAX ? stray(c, "not a frame") : lost(c);
     const uint32_t count = get32(body, at);
     at += 4;
     std::vector<std::string> data(std::min<uint32_t>(count, uint32_t(parts_ + 1)));
@@ -171,21 +210,25 @@ void Rendezvous::take_frames(Conn& c) {
 void Rendezvous::on_frame(Conn& c, const std::string& tag, std::vector<std::string> data) {
   if (index_ != 0) {  // from the hub: every part's messages for a tag, or an abort
     if (tag == kAbort) {
-      if (aborted_.empty()) aborted_ = data.empty() ? "part 0 stopped" : data[0];
+      if (aborted_.empty()) aborted_ = data.empty() ? "part 0 stopped" : printable(data[0]);
     } else if (data.size() == parts_) {
       done_[tag] = std::move(data);
     }
     return;
   }
-  if (tag == kHello) {  // a spoke says which part it is
+  if (c.part == SIZE_MAX) {  // the first frame must be a hello naming a part of this address
+    if (tag != kHello) return stray(c, "no hello");
     const size_t part = data.empty() ? 0 : std::strtoul(data[0].c_str(), nullptr, 10);
-    if (part == 0 || part >= parts_) return lost(c);
+    if (part == 0 || part >= parts_) return stray(c, "a hello naming no part");
+    if (peers_[part] != c.src) return stray(c, "a hello for part " + std::to_string(part) + ", whose address is " + dotted(peers_[part]));
+    for (const Conn& o : conns_)
+      if (&o != &c && o.fd >= 0 && o.part == part) return stray(c, "a hello for part " + std::to_string(part) + ", already here");
     c.part = part;
     return;
   }
-  if (c.part == SIZE_MAX || data.empty()) return;
+  if (tag == kHello || data.empty()) return;
   if (tag == kAbort) {
-    if (aborted_.empty()) aborted_ = "part " + std::to_string(c.part) + " stopped: " + data[0];
+    if (aborted_.empty()) aborted_ = "part " + std::to_string(c.part) + " stopped: " + printable(data[0]);
     for (Conn& o : conns_)
       if (&o != &c && o.part != SIZE_MAX) {
         queue(o, kAbort, {aborted_});
@@ -216,8 +259,46 @@ void Rendezvous::complete(const std::string& tag) {
   done_[tag] = std::move(all);
 }
 
-// A connection that closed or spoke nonsense: every exchange not done yet fails.
+void Rendezvous::stray(Conn& c, const std::string& why) {
+  ++strays_;
+  last_stray_ = "a connection from " + dotted(c.src) + " was closed: " + why;
+  if (c.fd >= 0) close(c.fd);
+  c.fd = -1;
+  c.in.clear();
+  c.out.clear();
+}
+
+// Hub: takes the connections waiting, each only from a part's address and while few wait.
+void Rendezvous::accept_parts() {
+  for (;;) {
+    sockaddr_in from{};
+    socklen_t len = sizeof from;
+    const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    Conn c{fd};
+    c.src = ntohl(from.sin_addr.s_addr);
+    c.since_ns = now_ns();
+    const bool a_part = std::find(peers_.begin() + 1, peers_.end(), c.src) != peers_.end();
+    const size_t waiting = size_t(std::count_if(conns_.begin(), conns_.end(),
+                                                [](const Conn& o) { return o.fd >= 0 && o.part == SIZE_MAX; }));
+    if (!a_part || waiting >= kMaxWaiting) {
+      stray(c, a_part ? "too many connections waiting for their hello" : "not the address of any part (--peers)");
+      continue;
+    }
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    keepalive(fd);
+    // A slot of a connection gone is reused: the list stays as long as the parts.
+    auto free = std::find_if(conns_.begin(), conns_.end(), [](const Conn& o) { return o.fd < 0; });
+    if (free != conns_.end()) *free = std::move(c);
+    else conns_.push_back(std::move(c));
+  }
+}
+
+// A part's connection that closed or spoke nonsense: every exchange not done yet fails. On the
+// hub, a connection that never said hello is not a part's: it only goes.
 void Rendezvous::lost(Conn& c) {
+  if (index_ == 0 && c.part == SIZE_MAX) return stray(c, "closed before its hello");
   if (aborted_.empty())
     aborted_ = index_ == 0 ? (c.part == SIZE_MAX ? "a connection to the rendezvous broke before it said its part"
                                                  : "part " + std::to_string(c.part) + " closed its connection (it stopped)")
@@ -236,14 +317,13 @@ Status Rendezvous::pump(long timeout_ms) {
     if (c.fd >= 0) pfds.push_back({c.fd, short(POLLIN | (c.connecting || !c.out.empty() ? POLLOUT : 0)), 0});
   if (poll(pfds.data(), pfds.size(), int(pfds.empty() ? std::min(timeout_ms, 100L) : timeout_ms)) < 0 && errno != EINTR)
     return error(Errc::kEnvironment, std::string("waiting for the other parts: ") + std::strerror(errno));
-  if (listen_fd_ >= 0)
-    for (int fd; (fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
-      const int one = 1;
-      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      conns_.push_back(Conn{fd});
-    }
+  if (listen_fd_ >= 0) accept_parts();
   for (Conn& c : conns_) {
     if (c.fd < 0) continue;
+    if (index_ == 0 && c.part == SIZE_MAX && now_ns() - c.since_ns > kHelloNs) {
+      stray(c, "no hello within " + std::to_string(kHelloNs / 1'000'000'000) + " s");
+      continue;
+    }
     if (c.connecting) {
       int err = 0;
       socklen_t len = sizeof err;

@@ -3,8 +3,12 @@
 // address; every other part is a spoke that connects to it (retrying until it listens) and
 // introduces itself. Each part offers one message for a tag; once the hub holds every part's,
 // it sends the list, in part order, to every spoke. A part that gives up says so (abort), and
-// every other part's next exchange fails naming it and why; a connection that closes fails
-// them too. Frames are length-prefixed; nothing blocks on a slow peer (queued both ways).
+// every other part's next exchange fails naming it and why; a part's connection that closes
+// fails them too. Frames are length-prefixed; nothing blocks on a slow peer (queued both ways).
+// The hub listens on a network others share, so it takes a connection only from a part's
+// address (`peers`), which must say hello (small, within seconds) and claim a part that is
+// that address's and not taken yet; a stray connection (a port scan, a probe, an impostor) is
+// closed and counted, and the run goes on. Spokes connect from their own address.
 // (ZeroMQ would do this, but its 14 shared libraries cost every rocelab command ~1.7 ms to
 // load, a quarter of a small `down`.)
 #pragma once
@@ -28,8 +32,11 @@ inline constexpr uint16_t kRendezvousPort = 4790;
 
 class Rendezvous {
  public:
-  // `hub`: "ADDR:PORT" of part 0; part 0 listens there, the others connect to it.
-  static Result<std::unique_ptr<Rendezvous>> open(size_t index, size_t parts, const std::string& hub);
+  // `hub`: "ADDR:PORT" of part 0; part 0 listens there, the others connect to it. `peers`:
+  // each part's address (host order, peers[0] the hub's): the hub takes part I's hello only
+  // from peers[I], and a spoke connects from its own.
+  static Result<std::unique_ptr<Rendezvous>> open(size_t index, size_t parts, const std::string& hub,
+                                                  std::vector<uint32_t> peers);
   ~Rendezvous();
   Rendezvous(const Rendezvous&) = delete;
   Rendezvous& operator=(const Rendezvous&) = delete;
@@ -51,6 +58,10 @@ class Rendezvous {
   // The connections' descriptors: input on one may complete an offer (a caller that sleeps
   // wakes on them).
   std::vector<int> fds() const;
+  // Hub: connections refused or dropped (not a part's address, no hello in time, a frame too
+  // large before hello, a part claimed twice, too many waiting), and the last one's reason.
+  size_t strays() const { return strays_; }
+  const std::string& last_stray() const { return last_stray_; }
 
  private:
   struct Conn {
@@ -58,6 +69,8 @@ class Rendezvous {
     size_t part = SIZE_MAX;  // hub: unknown until the spoke's hello
     std::string in, out;     // bytes received not yet framed; bytes queued to send
     bool connecting = false;
+    uint32_t src = 0;         // hub: the peer's address (host order)
+    int64_t since_ns = 0;     // hub: accepted at (a hello is due within kHelloNs)
   };
   Rendezvous() = default;
   Status pump(long timeout_ms);  // moves bytes both ways; on the hub, completes tags and sends them
@@ -69,6 +82,8 @@ class Rendezvous {
   void on_frame(Conn& c, const std::string& tag, std::vector<std::string> data);
   void complete(const std::string& tag);
   void lost(Conn& c);
+  void stray(Conn& c, const std::string& why);  // hub: drops a connection that is not a part's
+  void accept_parts();
   std::string missing(const std::string& tag) const;
 
   size_t index_ = 0, parts_ = 1;
@@ -82,6 +97,9 @@ class Rendezvous {
   std::map<std::string, std::vector<std::optional<std::string>>> pending_;  // hub: tag -> each part's
   std::map<std::string, std::vector<std::string>> done_;                    // tag -> every part's
   std::string aborted_;  // why another part stopped, or this one did, or a connection went
+  std::vector<uint32_t> peers_;
+  size_t strays_ = 0;
+  std::string last_stray_;
 };
 
 }  // namespace rocelab::sys

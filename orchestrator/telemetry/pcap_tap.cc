@@ -1,6 +1,11 @@
 #include "telemetry/pcap_tap.h"
 
 #include <pcap/pcap.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "sys/files.h"
 
 namespace rocelab::telemetry {
 
@@ -17,8 +22,19 @@ std::unique_ptr<PcapTap> PcapTap::open(const std::string& ifname, const std::str
   pcap_set_tstamp_precision(t->live_, PCAP_TSTAMP_PRECISION_NANO);
   if (pcap_activate(t->live_) < 0) return why = ifname + ": " + pcap_geterr(t->live_), nullptr;
   if (pcap_setnonblock(t->live_, 1, err) != 0) return why = ifname + ": " + err, nullptr;
-  t->dump_ = pcap_dump_open(t->live_, file.c_str());
-  if (!t->dump_) return why = file + ": " + pcap_geterr(t->live_), nullptr;
+  // The file is opened without following links (sys/files.h), then handed to libpcap.
+  const int fd = sys::open_for_write(file, why);
+  if (fd < 0) return nullptr;
+  std::FILE* f = fdopen(fd, "wb");
+  if (!f) {
+    close(fd);
+    return why = file + ": fdopen failed", nullptr;
+  }
+  t->dump_ = pcap_dump_fopen(t->live_, f);
+  if (!t->dump_) {
+    std::fclose(f);
+    return why = file + ": " + pcap_geterr(t->live_), nullptr;
+  }
   return t;
 }
 

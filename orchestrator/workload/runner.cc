@@ -15,6 +15,7 @@
 
 #include "engine/wire.h"
 #include "model/percentile.h"
+#include "sys/files.h"
 #include "sys/host_info.h"
 #include "workload/backend.h"
 #include "workload/kinds.h"
@@ -804,9 +805,11 @@ Status Session::take_far_ends(const std::vector<std::string>& parts, WorkloadRun
     if (has_requesters(jobs_[ji], flows_)) job_end[ji] = jobs_[ji].finished;
   for (size_t p = 0; p < parts.size(); ++p) {
     if (p == me) continue;
-    const auto m = nlohmann::json::parse(parts[p], nullptr, false);
+    const auto m = sys::json_depth(parts[p]) > sys::kMaxJsonDepth ? nlohmann::json(nlohmann::json::value_t::discarded)
+                                                                    : nlohmann::json::parse(parts[p], nullptr, false);
     try {
-      if (m.is_discarded()) throw std::runtime_error("not JSON");
+      if (m.is_discarded()) throw std::runtime_error("not JSON (or nested deeper than " +
+                                                     std::to_string(sys::kMaxJsonDepth) + " levels)");
       for (const auto& e : m.at("flows"))
         if (auto st = take_far_flow(e, p); !st) return st;
       const auto& jobs = m.at("jobs");

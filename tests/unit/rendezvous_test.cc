@@ -2,7 +2,13 @@
 // part's message in part order whatever order they offer in, a spoke started before the hub
 // still gets through, an abort or a closed connection reaches the others with its reason,
 // and a missing part is named when the wait runs out.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <chrono>
 #include <random>
@@ -18,10 +24,13 @@ std::string hub_address(int k) {
   return "127.0.0.1:" + std::to_string(20000 + (getpid() * 7 + k) % 20000);
 }
 
+// Every part on this machine's loopback address.
+std::vector<uint32_t> loopback(size_t parts) { return std::vector<uint32_t>(parts, 0x7f000001); }
+
 std::vector<std::unique_ptr<Rendezvous>> open_all(const std::string& hub, size_t parts) {
   std::vector<std::unique_ptr<Rendezvous>> rs;
   for (size_t i = parts; i-- > 0;) {  // spokes first: they connect before the hub listens
-    auto r = Rendezvous::open(i, parts, hub);
+    auto r = Rendezvous::open(i, parts, hub, loopback(parts));
     EXPECT_TRUE(r) << (r ? "" : r.error().what);
     if (r) rs.insert(rs.begin(), std::move(*r));
   }
@@ -109,16 +118,16 @@ TEST(Rendezvous, APartThatClosesFailsTheNextExchangeButNotTheOneItFinished) {
 }
 
 TEST(Rendezvous, AMissingPartIsNamedWhenTheWaitRunsOut) {
-  auto hub = Rendezvous::open(0, 3, hub_address(4));
+  auto hub = Rendezvous::open(0, 3, hub_address(4), loopback(3));
   ASSERT_TRUE(hub) << hub.error().what;
-  auto spoke = Rendezvous::open(1, 3, hub_address(4));
+  auto spoke = Rendezvous::open(1, 3, hub_address(4), loopback(3));
   ASSERT_TRUE(spoke);
   std::thread t([&] { (void)(*spoke)->exchange("x", "", 3'000); });
   auto r = (*hub)->exchange("x", "", 1'000);
   t.join();
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().what.find("for part 2 "), std::string::npos) << r.error().what;
-  auto lone = Rendezvous::open(1, 2, "127.0.0.1:1");  // nobody listens: the spoke names part 0
+  auto lone = Rendezvous::open(1, 2, "127.0.0.1:1", loopback(2));  // nobody listens: the spoke names part 0
   ASSERT_TRUE(lone);
   auto w = (*lone)->exchange("x", "", 300);
   ASSERT_FALSE(w);
@@ -126,19 +135,92 @@ TEST(Rendezvous, AMissingPartIsNamedWhenTheWaitRunsOut) {
 }
 
 TEST(Rendezvous, BadArgumentsAndABusyPortAreErrors) {
-  EXPECT_FALSE(Rendezvous::open(2, 2, "127.0.0.1:5000"));
-  EXPECT_FALSE(Rendezvous::open(0, 1, "127.0.0.1:5000"));
+  EXPECT_FALSE(Rendezvous::open(2, 2, "127.0.0.1:5000", loopback(2)));
+  EXPECT_FALSE(Rendezvous::open(0, 1, "127.0.0.1:5000", loopback(1)));
+  EXPECT_FALSE(Rendezvous::open(0, 2, "127.0.0.1:5000", loopback(3))) << "an address per part";
   for (const char* bad : {"127.0.0.1", "127.0.0.1:0", "localhost:5000", "127.0.0.1:70000"}) {
-    auto r = Rendezvous::open(1, 2, bad);
+    auto r = Rendezvous::open(1, 2, bad, loopback(2));
     ASSERT_FALSE(r) << bad;
     EXPECT_NE(r.error().what.find("expected IPV4:PORT"), std::string::npos) << r.error().what;
   }
-  auto a = Rendezvous::open(0, 2, hub_address(5));
+  auto a = Rendezvous::open(0, 2, hub_address(5), loopback(2));
   ASSERT_TRUE(a);
-  auto b = Rendezvous::open(0, 2, hub_address(5));
+  auto b = Rendezvous::open(0, 2, hub_address(5), loopback(2));
   ASSERT_FALSE(b);
   EXPECT_NE(b.error().what.find("cannot listen on " + hub_address(5)), std::string::npos) << b.error().what;
 }
 
 }  // namespace
+
+// A stray connection (a port scan's connect-and-close, an HTTP request, a huge length prefix,
+// an impostor's hello, an abort from nobody) is closed and counted; the parts' exchange goes
+// on as if it never came. The impostor comes from 127.0.0.3, no part's address.
+TEST(Rendezvous, StrayConnectionsAreClosedAndTheRunGoesOn) {
+  const std::string hub_at = hub_address(6);
+  const std::vector<uint32_t> peers{0x7f000001, 0x7f000002};
+  auto hub = Rendezvous::open(0, 2, hub_at, peers);
+  ASSERT_TRUE(hub) << hub.error().what;
+  const uint16_t port = uint16_t(std::stoi(hub_at.substr(hub_at.rfind(':') + 1)));
+  auto connect_from = [&](uint32_t src) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in own{};
+    own.sin_family = AF_INET;
+    own.sin_addr.s_addr = htonl(src);
+    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&own), sizeof own), 0) << std::strerror(errno);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    to.sin_addr.s_addr = htonl(0x7f000001);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0) << std::strerror(errno);
+    (void)(*hub)->offer("tick", "x");  // the hub pumps between them, as it does while it waits
+    return fd;
+  };
+  auto frame = [](const std::string& tag, const std::string& datum) {
+    std::string body, out;
+    auto put = [](std::string& s, uint32_t v) {
+      v = htonl(v);
+      s.append(reinterpret_cast<const char*>(&v), 4);
+    };
+    put(body, uint32_t(tag.size()));
+    body += tag;
+    put(body, 1);
+    put(body, uint32_t(datum.size()));
+    body += datum;
+    put(out, uint32_t(body.size()));
+    return out + body;
+  };
+  auto pump = [&] { (void)(*hub)->offer("tick", "x"); };
+  std::vector<int> fds;
+  fds.push_back(connect_from(0x7f000001));  // from a part's address: connect and close (a scan)
+  close(fds.back());
+  fds.back() = connect_from(0x7f000002);     // a part's address, an HTTP request
+  (void)!write(fds.back(), "GET / HTTP/1.0\r\n\r\n", 18);
+  fds.push_back(connect_from(0x7f000002));   // a 1 GiB length prefix
+  const uint32_t huge = htonl(1u << 30);
+  (void)!write(fds.back(), &huge, 4);
+  fds.push_back(connect_from(0x7f000003));   // not a part's address, an impostor hello and an abort
+  const std::string impostor = frame("!hello", "1") + frame("!abort", "stop everything");
+  (void)!write(fds.back(), impostor.data(), impostor.size());
+  fds.push_back(connect_from(0x7f000001));   // a part's address claiming part 1, whose is .2
+  const std::string wrong = frame("!hello", "1") + frame("!abort", "stop");
+  (void)!write(fds.back(), wrong.data(), wrong.size());
+  for (int i = 0; i < 20; ++i) {
+    pump();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE((*hub)->strays(), 5u) << (*hub)->last_stray();
+  // The real part 1 still gets through, from its own address.
+  auto spoke = Rendezvous::open(1, 2, hub_at, peers);
+  ASSERT_TRUE(spoke);
+  std::thread t([&] {
+    auto r = (*spoke)->exchange("figures", "part 1", 10'000);
+    EXPECT_TRUE(r) << (r ? "" : r.error().what);
+  });
+  auto all = (*hub)->exchange("figures", "part 0", 10'000);
+  t.join();
+  ASSERT_TRUE(all) << all.error().what;
+  EXPECT_EQ((*all)[1], "part 1");
+  for (int fd : fds) close(fd);
+}
+
 }  // namespace rocelab::sys

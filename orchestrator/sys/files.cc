@@ -1,0 +1,184 @@
+#include "sys/files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "sys/netns.h"  // Fd
+
+namespace rocelab::sys {
+
+namespace {
+
+Error refused(const std::string& path, const std::string& why) {
+  return error(Errc::kEnvironment, "run directory " + path + ": " + why);
+}
+
+bool empty_dir(const std::string& path) {
+  DIR* d = opendir(path.c_str());
+  if (!d) return false;
+  bool empty = true;
+  while (dirent* e = readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+      empty = false;
+      break;
+    }
+  closedir(d);
+  return empty;
+}
+
+Status make_dir(const std::string& path, bool must_be_empty);
+
+}  // namespace
+
+Status make_private_dir(const std::string& path) { return make_dir(path, true); }
+Status make_own_dir(const std::string& path) { return make_dir(path, false); }
+
+namespace {
+
+Status make_dir(const std::string& path, bool must_be_empty) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) return refused(path, "is a symbolic link (give the directory itself)");
+    if (!S_ISDIR(st.st_mode)) return refused(path, "exists and is not a directory");
+    if (st.st_uid != geteuid())
+      return refused(path, "exists and belongs to uid " + std::to_string(st.st_uid) +
+                               ", not to this user (another user could replace what the run writes there)");
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+      return refused(path, "exists and others may write to it (mode " + [&] {
+        char m[8];
+        std::snprintf(m, sizeof m, "%04o", unsigned(st.st_mode & 07777));
+        return std::string(m);
+      }() + ")");
+    if (must_be_empty && !empty_dir(path)) return refused(path, "already exists and is not empty (choose another --out)");
+    return ok();
+  }
+  if (errno != ENOENT) return refused(path, std::strerror(errno));
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) return refused(path, "cannot create its parent: " + ec.message());
+  if (mkdir(path.c_str(), 0755) != 0) {
+    // Made by someone else between the check and now: judged like any existing one.
+    if (errno == EEXIST) return refused(path, "appeared while it was being made (run again)");
+    return refused(path, std::string("cannot create it: ") + std::strerror(errno));
+  }
+  return ok();
+}
+
+}  // namespace
+
+int open_for_write(const std::string& path, std::string& why, bool append) {
+  const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
+  Fd fd(open(path.c_str(), flags, 0644));
+  if (!fd.valid()) {
+    why = "cannot write " + path + ": " + (errno == ELOOP ? std::string("it is a symbolic link") : std::strerror(errno));
+    return -1;
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = "cannot write " + path + ": not a regular file";
+    return -1;
+  }
+  const int f = fcntl(fd.get(), F_GETFL);
+  if (f >= 0) (void)fcntl(fd.get(), F_SETFL, f & ~O_NONBLOCK);  // O_NONBLOCK only kept a FIFO from blocking open
+  return fd.release();
+}
+
+bool write_file(const std::string& path, std::string_view text, std::string& why) {
+  Fd fd(open_for_write(path, why));
+  if (!fd.valid()) return false;
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      why = "cannot write " + path + ": " + std::strerror(errno);
+      return false;
+    }
+    done += size_t(n);
+  }
+  return true;
+}
+
+std::optional<std::string> read_file(const std::string& path, size_t max_bytes, std::string& why) {
+  Fd fd(open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!fd.valid() || fstat(fd.get(), &st) != 0) {
+    why = path + ": " + (errno == ELOOP ? std::string("a symbolic link (not followed)") : std::strerror(errno));
+    return std::nullopt;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    why = path + ": not a regular file";
+    return std::nullopt;
+  }
+  std::string out;
+  char buf[65536];
+  while (out.size() < max_bytes) {
+    const ssize_t n = read(fd.get(), buf, std::min(sizeof buf, max_bytes - out.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, size_t(n));
+  }
+  return out;
+}
+
+Status copy_tree(const std::string& from, const std::string& to, size_t max_file, size_t max_total, size_t& skipped,
+                 int depth) {
+  if (auto st = make_private_dir(to); !st) return st;
+  DIR* d = opendir(from.c_str());
+  if (!d) return error(Errc::kEnvironment, from + ": " + std::strerror(errno));
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+  closedir(d);
+  size_t total = 0;
+  for (const std::string& n : names) {
+    const std::string src = from + "/" + n, dst = to + "/" + n;
+    struct stat st {};
+    if (lstat(src.c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode) && depth > 0) {
+      if (auto s = copy_tree(src, dst, max_file, max_total, skipped, depth - 1); !s) return s;
+      continue;
+    }
+    if (!S_ISREG(st.st_mode) || size_t(st.st_size) > max_file || total + size_t(st.st_size) > max_total) {
+      ++skipped;
+      continue;
+    }
+    std::string why;
+    auto text = read_file(src, max_file, why);
+    if (!text) {
+      ++skipped;
+      continue;
+    }
+    total += text->size();
+    if (!write_file(dst, *text, why)) return error(Errc::kEnvironment, why);
+  }
+  return ok();
+}
+
+size_t json_depth(std::string_view text) {
+  size_t depth = 0, most = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') in_string = true;
+    else if (ch == '[' || ch == '{') most = std::max(most, ++depth);
+    else if ((ch == ']' || ch == '}') && depth) --depth;
+  }
+  return most;
+}
+
+}  // namespace rocelab::sys

@@ -1,0 +1,48 @@
+// Files rocelab writes as root where other users may reach: run directories (`--out`, the
+// VM's job directory) and what goes in them. A directory is ours only if we made it, or it
+// is an existing, empty, real directory this user owns that no one else may write to; files
+// in it are opened without following links, so nothing planted redirects a write.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sys/error.h"
+
+namespace rocelab::sys {
+
+// Makes `path` (and any missing parents) a directory of this user's, mode 0755, or accepts
+// an existing one that is empty, not a link, owned by this user and not group- or
+// other-writable. The error says which rule refused it (Errc::kEnvironment).
+Status make_private_dir(const std::string& path);
+
+// Makes `path` a directory of this user's, or accepts an existing one on the same terms as
+// make_private_dir except emptiness (a directory rocelab writes into again: report plots).
+Status make_own_dir(const std::string& path);
+
+// Opens `path` for writing, created 0644 or truncated, never through a symbolic link (the
+// last component) and never a FIFO or device: -1 and `why` otherwise. O_CLOEXEC.
+int open_for_write(const std::string& path, std::string& why, bool append = false);
+
+// Writes `text` to `path` through open_for_write.
+bool write_file(const std::string& path, std::string_view text, std::string& why);
+
+// Reads at most `max_bytes` of a regular file, never through a link (what a guest or a peer
+// left in a directory rocelab reads as root): nullopt and `why` otherwise.
+std::optional<std::string> read_file(const std::string& path, size_t max_bytes, std::string& why);
+
+// Copies the regular files of `from` (and of its subdirectories, `depth` levels down) into
+// `to`, made with make_private_dir; links, devices and FIFOs are skipped and counted in
+// `skipped`, every file is capped at `max_file` bytes and the whole at `max_total`.
+Status copy_tree(const std::string& from, const std::string& to, size_t max_file, size_t max_total, size_t& skipped,
+                 int depth = 2);
+
+// The deepest nesting of arrays and objects in JSON text (strings skipped), in one pass:
+// what rocelab checks before parsing JSON it did not write (a peer's figures, a results.json
+// handed to `report`), since copying and printing nested values recurse.
+size_t json_depth(std::string_view text);
+inline constexpr size_t kMaxJsonDepth = 64;
+
+}  // namespace rocelab::sys

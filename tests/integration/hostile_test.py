@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Safe to run as root where others reach (issue 34):
+
+- A run directory (`--out`) with a planted link, one another user owns, or one others may
+  write to is refused before anything is made, and the link's target is untouched.
+- `rocelab report` on a results.json nested 100,000 deep refuses it (bad input, exit 3)
+  instead of crashing.
+- A client of the agent's socket that asks for every figure and then never reads (a
+  `rocelab stats` stopped with Ctrl-Z) leaves PFC working: a PFC-only incast beside it
+  passes, and its pause reaction p99 stays within what the same run reads alone.
+
+Usage: hostile_test.py --rocelab PATH --source REPO_DIR
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import harness  # tests/integration/harness.py, beside this script
+
+ROCELAB = ""
+SOURCE = ""
+
+INCAST = """name: {name}
+seed: 1
+scale: 1000
+defaults: {{rate: 100G, mtu: 4200}}
+fabric: {{type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 4}}
+qos: {{profile: pfc-only}}
+hosts: {{dcqcn: off}}
+workloads:
+  - {{name: in, type: incast, hosts: [host1, host2, host3], to: host4, message: 1MB, iterations: 6}}
+expect:
+  - lossless_drops == 0
+  - retransmits == 0
+"""
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: runs as root is what it checks")
+class RunDirectories(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-hostile-")
+        os.chmod(self.tmp, 0o755)
+        self.precious = os.path.join(self.tmp, "precious")
+        with open(self.precious, "w") as f:
+            f.write("keep me\n")
+        self.scenario = os.path.join(SOURCE, "scenarios", "explicit.yaml")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_into(self, out):
+        return subprocess.run([ROCELAB, "run", "--model-only", "--no-report", "--out", out, self.scenario],
+                              capture_output=True, text=True, timeout=120)
+
+    def test_a_planted_link_is_refused_and_its_target_untouched(self):
+        out = os.path.join(self.tmp, "r1")
+        os.mkdir(out, 0o755)
+        os.symlink(self.precious, os.path.join(out, "results.json"))
+        r = self.run_into(out)
+        self.assertEqual(r.returncode, 4, r.stderr[-800:])
+        self.assertIn("not empty", r.stderr)
+        with open(self.precious) as f:
+            self.assertEqual(f.read(), "keep me\n")
+
+    def test_a_directory_of_another_user_or_open_to_others_is_refused(self):
+        theirs, open_dir, link = (os.path.join(self.tmp, n) for n in ("theirs", "open", "link"))
+        os.mkdir(theirs, 0o755)
+        os.chown(theirs, 65534, 65534)
+        os.mkdir(open_dir)
+        os.chmod(open_dir, 0o777)
+        os.symlink(self.tmp, link)
+        for path, why in ((theirs, "belongs to uid 65534"), (open_dir, "others may write"), (link, "symbolic link")):
+            r = self.run_into(path)
+            self.assertEqual(r.returncode, 4, f"{path}: {r.stderr[-800:]}")
+            self.assertIn(why, r.stderr)
+            self.assertEqual(os.listdir(path) if not os.path.islink(path) else [], [], "nothing written")
+        # A fresh one is made, ours alone, and the run writes into it.
+        fresh = os.path.join(self.tmp, "fresh", "r")
+        r = self.run_into(fresh)
+        self.assertIn(r.returncode, (0, 1), r.stderr[-800:])  # --model-only: its fabric assertions may fail
+        self.assertEqual(os.stat(fresh).st_mode & 0o022, 0)
+        self.assertTrue(os.path.exists(os.path.join(fresh, "results.json")))
+
+    def test_report_refuses_deeply_nested_results(self):
+        d = os.path.join(self.tmp, "deep")
+        os.mkdir(d)
+        with open(os.path.join(d, "results.json"), "w") as f:
+            f.write('{"faults": ' + "[" * 100000 + "]" * 100000 + "}")
+        r = subprocess.run([ROCELAB, "report", d], capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 3, r.stderr[-800:])
+        self.assertIn("nested deeper", r.stderr)
+
+
+def metric(res, name):
+    v = res["metrics"].get(name)
+    return v if not isinstance(v, list) else sum(s["value"] for s in v)
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class AgentClients(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-hostile-")
+        self.name = f"ho{os.getpid() % 10000}"
+        self.path = os.path.join(self.tmp, "incast.yaml")
+        with open(self.path, "w") as f:
+            f.write(INCAST.format(name=self.name))
+
+    def tearDown(self):
+        subprocess.run([ROCELAB, "down", self.name], capture_output=True, timeout=120)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def run_incast(self, out, beside=None):
+        p = subprocess.Popen([ROCELAB, "run", "--no-report", "--out", out, self.path], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        stuck = []
+        if beside:
+            sock_path = f"/run/rocelab/{self.name}.agent.sock"
+            t0 = time.time()
+            while not os.path.exists(sock_path) and time.time() - t0 < 120 and p.poll() is None:
+                time.sleep(0.02)
+            # Clients that ask for every figure, again and again, and never read a byte.
+            for _ in range(beside):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+                try:
+                    s.connect(sock_path)
+                    s.sendall(b'{"request": "figures"}\n')
+                except OSError:
+                    pass
+                stuck.append(s)
+                time.sleep(0.05)
+        _, err = p.communicate(timeout=600)
+        for s in stuck:
+            s.close()
+        with open(os.path.join(out, "results.json")) as f:
+            return p.returncode, json.load(f), err
+
+    def test_a_client_that_never_reads_leaves_pfc_working(self):
+        rc0, alone, err0 = self.run_incast(os.path.join(self.tmp, "alone"))
+        self.assertEqual(rc0, 0, err0[-1500:])
+        rc1, beside, err1 = self.run_incast(os.path.join(self.tmp, "beside"), beside=12)
+        a, b = metric(alone, "pfc_reaction_p99"), metric(beside, "pfc_reaction_p99")
+        print(f"\npause reaction p99: alone {a * 1e6:.0f} us, beside 12 stuck clients {b * 1e6:.0f} us; "
+              f"XOFF {metric(alone, 'pfc_xoff_tx'):.0f} / {metric(beside, 'pfc_xoff_tx'):.0f}", file=sys.stderr)
+        self.assertEqual(rc1, 0, err1[-1500:])
+        self.assertGreater(metric(beside, "pfc_xoff_tx"), 0, "PFC acted")
+        self.assertEqual(metric(beside, "lossless_drops"), 0)
+        # Blocked on a client, the loop would hold every pause for as long as the client
+        # sleeps (seconds); served without blocking, the reaction stays within a few ms.
+        self.assertLess(b, max(4 * a, 0.005))
+
+
+if __name__ == "__main__":
+    harness.run(globals())
