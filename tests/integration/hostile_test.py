@@ -34,7 +34,7 @@ fabric: {{type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 4}}
 qos: {{profile: pfc-only}}
 hosts: {{dcqcn: off}}
 workloads:
-  - {{name: in, type: incast, hosts: [host1, host2, host3], to: host4, message: 1MB, iterations: 6}}
+  - {{name: in, type: incast, hosts: [host1, host2, host3], to: host4, message: 1MB, iterations: 16}}
 expect:
   - lossless_drops == 0
   - retransmits == 0
@@ -97,6 +97,14 @@ class RunDirectories(unittest.TestCase):
         self.assertIn("nested deeper", r.stderr)
 
 
+def traffic_started(out):
+    try:
+        with open(os.path.join(out, "events.jsonl")) as f:
+            return any('"workloads"' in line and '"started"' in line for line in f)
+    except OSError:
+        return False
+
+
 def metric(res, name):
     v = res["metrics"].get(name)
     return v if not isinstance(v, list) else sum(s["value"] for s in v)
@@ -122,19 +130,20 @@ class AgentClients(unittest.TestCase):
         if beside:
             sock_path = f"/run/rocelab/{self.name}.agent.sock"
             t0 = time.time()
-            while not os.path.exists(sock_path) and time.time() - t0 < 120 and p.poll() is None:
-                time.sleep(0.02)
-            # Clients that ask for every figure, again and again, and never read a byte.
-            for _ in range(beside):
+            while not traffic_started(out) and time.time() - t0 < 120 and p.poll() is None:
+                time.sleep(0.01)
+            # Once the traffic runs: clients that connect and say nothing (the agent used to
+            # wait 200 ms for each one's line), or ask for every figure and never read a byte.
+            for i in range(beside):
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
                 try:
                     s.connect(sock_path)
-                    s.sendall(b'{"request": "figures"}\n')
+                    if i % 2:
+                        s.sendall(b'{"request": "figures"}\n')
                 except OSError:
                     pass
                 stuck.append(s)
-                time.sleep(0.05)
         _, err = p.communicate(timeout=600)
         for s in stuck:
             s.close()
