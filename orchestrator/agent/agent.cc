@@ -628,15 +628,15 @@ class Agent {
   static uint64_t key(uint32_t slot, uint32_t prio) { return static_cast<uint64_t>(slot) << 3 | prio; }
 
   AgentFigures figures() {
-    std::vector<uint64_t> l = latencies_;
-    std::sort(l.begin(), l.end());
-    raise_budget(model::percentile_sorted(l, 99));
+    // Selections, not sorts: this runs on the PFC loop (up to a million samples each).
+    auto summary = [](std::vector<uint64_t> v) {
+      const uint64_t p99 = model::percentile_select(v, 99), p50 = model::percentile_select(v, 50);
+      return AgentFigures::Reaction{v.size(), p50, p99, v.empty() ? 0 : *std::max_element(v.begin(), v.end())};
+    };
     AgentFigures f = fig_;
-    f.reaction_ns = {l.size(), model::percentile_sorted(l, 50), model::percentile_sorted(l, 99),
-                     l.empty() ? 0 : l.back()};
-    std::vector<uint64_t> t = transits_;
-    std::sort(t.begin(), t.end());
-    f.transit_ns = {t.size(), model::percentile_sorted(t, 50), model::percentile_sorted(t, 99), t.empty() ? 0 : t.back()};
+    f.reaction_ns = summary(latencies_);
+    raise_budget(f.reaction_ns.p99);
+    f.transit_ns = summary(transits_);
     f.reaction_budget_ns = budget_ns_;
     f.budget_raises = budget_raises_;
     // What paused port-priorities still sent: within the one-frame allowance (the tail), and
@@ -694,9 +694,7 @@ class Agent {
     if (latencies_.size() == checked_) return;
     checked_ = latencies_.size();
     std::vector<uint64_t> l = latencies_;
-    const size_t rank = (l.size() * 99 + 99) / 100 - 1;  // nearest rank
-    std::nth_element(l.begin(), l.begin() + long(rank), l.end());
-    raise_budget(l[rank]);
+    raise_budget(model::percentile_select(l, 99));
   }
   size_t checked_ = 0;
 

@@ -90,7 +90,7 @@ std::optional<Child> spawn(const std::vector<std::string>& args, int netns_fd, s
     dup2(p[1], 1);
     dup2(p[1], 2);
     if (setns(netns_fd, CLONE_NEWNET) != 0) _exit(126);
-    execvp(argv[0], argv.data());
+    execv(argv[0], argv.data());  // an absolute path: never one found through root's PATH
     _exit(127);
   }
   close(p[1]);
@@ -159,7 +159,13 @@ int run_perftest(const model::Scenario& s, fabric::Testbed& t, const PerftestOpt
     return run::kExitEnvironment;
   }
   const std::string secs = fmt::format("{:g}", o.seconds);
-  std::vector<std::string> common = {"ib_write_bw", "-F", "--report_gbits", "-s", std::to_string(o.size), "-D", secs,
+  // perftest from Debian's package, by its path (the command runs as root).
+  static constexpr const char* kIbWriteBw = "/usr/bin/ib_write_bw";
+  if (access(kIbWriteBw, X_OK) != 0) {
+    std::cerr << "rocelab perf: " << kIbWriteBw << " is not installed (Debian's perftest)\n";
+    return run::kExitEnvironment;
+  }
+  std::vector<std::string> common = {kIbWriteBw, "-F", "--report_gbits", "-s", std::to_string(o.size), "-D", secs,
                                      "-q", std::to_string(o.qps)};
   auto server_args = common;
   server_args.insert(server_args.end(), {"-d", b->device, "-x", std::to_string(b->gid_index)});
@@ -181,7 +187,13 @@ int run_perftest(const model::Scenario& s, fabric::Testbed& t, const PerftestOpt
   // The port's transmitted bytes every 100 ms while the client runs.
   std::vector<std::pair<double, uint64_t>> samples;
   const auto t0 = Clock::now();
+  // Its duration and a minute more: a perftest that hangs (a QP never connects) is stopped.
+  const auto deadline = t0 + std::chrono::duration<double>(o.seconds + 60);
   for (int st = 0; waitpid(client->pid, &st, WNOHANG) == 0;) {
+    if (Clock::now() > deadline) {
+      kill(client->pid, SIGKILL);  // ours, not reaped yet: finish() reaps it
+      break;
+    }
     auto c = t.counters({*port});
     if (c && !c->empty()) {
       uint64_t bytes = 0;

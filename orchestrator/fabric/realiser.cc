@@ -35,6 +35,7 @@
 #include "netlink/offload.h"
 #include "netlink/query.h"
 #include "netlink/rdma_link.h"
+#include "sys/files.h"
 #include "sys/host_info.h"
 #include "sys/process.h"
 
@@ -250,8 +251,12 @@ std::unique_ptr<Fabric> Fabric::up(const model::Scenario& s, const UpOptions& o,
     take_part(plan, *p, o.split->index, o.split->underlay);
   }
   std::unique_ptr<Fabric> f(new Fabric(s.name, std::move(plan)));
+  // The path as given, but never a line break: the header is lines `down` replays.
+  std::string shown = o.scenario_path;
+  for (char& ch : shown)
+    if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
   std::string header = std::string(kMagic) + "\ninstance " + s.name + "\npid " + std::to_string(getpid()) +
-                       "\nstarted " + utc_now() + "\nscenario " + o.scenario_path + "\n";
+                       "\nstarted " + utc_now() + "\nscenario " + shown + "\n";
   f->log_ = sys::StateLog::create(path, header, why);
   if (!f->log_) {
     if (why.find("exists") != std::string::npos)
@@ -282,13 +287,8 @@ bool Fabric::keep_scenario(const std::string& text, std::string& why) {
   const std::string path = scenario_record_path(instance_);
   if (!log_->append({"file " + path}, why)) return false;
   const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "we");
-  if (!f) {
-    why = tmp + ": " + std::strerror(errno);
-    return false;
-  }
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !written || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!sys::write_file(tmp, text, why)) return false;  // never through a link left there
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     why = path + ": " + std::strerror(errno);
     std::remove(tmp.c_str());
     return false;

@@ -18,6 +18,16 @@ T percentile_sorted(const std::vector<T>& sorted, double q) {
   return sorted[i];
 }
 
+// The same rank by selection (linear, reorders `v`): for a loop that must not sort a million.
+template <class T>
+T percentile_select(std::vector<T>& v, double q) {
+  if (v.empty()) return T{};
+  const double rank = std::ceil(std::clamp(q, 0.0, 100.0) / 100.0 * double(v.size()));
+  const size_t i = rank < 1 ? 0 : std::min(v.size(), size_t(rank)) - 1;
+  std::nth_element(v.begin(), v.begin() + long(i), v.end());
+  return v[i];
+}
+
 template <class T>
 T percentile(std::vector<T> v, double q) {
   std::sort(v.begin(), v.end());

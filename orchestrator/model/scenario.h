@@ -284,6 +284,12 @@ struct Expectation {
 
 // Packets captured on chosen ports while the traffic runs (telemetry/capture.cc), each
 // port's file bounded by `packets` and `size`, whichever comes first.
+// What captures may take in all (issue 34): each captured port pins a kernel ring of
+// kCaptureRingBytes (telemetry/pcap_tap.cc) and may write `size` bytes of file.
+inline constexpr uint64_t kCaptureRingBytes = 32ull << 20;
+inline constexpr uint64_t kCaptureRingBudget = 512ull << 20;  // 16 ports' rings
+inline constexpr uint64_t kCaptureDiskBudget = 8ull << 30;
+
 struct Capture {
   Position pos;
   std::vector<std::string> ports;  // "node:ifname", "node", or "all"

@@ -646,14 +646,20 @@ class Builder {
       if (!has_port(*idx, f.target.substr(colon + 1)))
         err(ErrorKind::kUnknownLink, f.pos, "faults: '" + node + "' has no port '" + f.target.substr(colon + 1) + "'" + hint_port(*idx, f.target.substr(colon + 1)));
     }
+    size_t captured = 0;  // ports, as the capture sink will open them (a port named twice, twice)
     for (const std::string& p : s_.capture.ports) {
-      if (p == "all") continue;
+      if (p == "all") {
+        captured += 2 * s_.links.size();
+        continue;
+      }
       size_t colon = p.find(':');
       auto idx = s_.find_node(p.substr(0, colon));
       if (!idx) err(ErrorKind::kUnknownNode, raw_.root_pos, "capture.ports: unknown node in '" + p + "'" + hint_node(p.substr(0, colon)));
       else if (colon != std::string::npos && !has_port(*idx, p.substr(colon + 1)))
         err(ErrorKind::kUnknownLink, raw_.root_pos, "capture.ports: '" + p.substr(0, colon) + "' has no port '" + p.substr(colon + 1) + "'");
+      else captured += colon == std::string::npos ? s_.nodes[*idx].ports.size() : 1;
     }
+    check_capture_budget(captured);
     // PFC: XON defaults to XOFF - 2 x MTU (DESIGN.md §2) and must leave room below XOFF.
     uint32_t mtu = s_.links.empty() ? kDefaultMtu : 0;
     for (const Link& l : s_.links) mtu = std::max(mtu, l.mtu);
@@ -692,6 +698,24 @@ class Builder {
           "qos.pfc.watchdog: poll_interval " + format_duration(*w.poll) + " is longer than detection_time " +
               format_duration(*w.detection) + " or restoration_time " + format_duration(*w.restoration) +
               " (SONiC refuses it: a poll must fit in each countdown)");
+  }
+
+  // Every captured port pins a kernel ring and may fill its file: a capture beyond the budget
+  // is refused here, with the sums, rather than taking the machine's memory or disk.
+  void check_capture_budget(size_t ports) {
+    const Capture& c = s_.capture;
+    const uint64_t rings = ports * kCaptureRingBytes, disk = ports * c.size.n;
+    if (rings > kCaptureRingBudget)
+      err(ErrorKind::kInconsistent, c.pos, "capture: " + std::to_string(ports) + " ports x " +
+                                               format_bytes(Bytes{kCaptureRingBytes}) + " of kernel ring each = " +
+                                               format_bytes(Bytes{rings}) + ", over the budget of " +
+                                               format_bytes(Bytes{kCaptureRingBudget}) + " (" +
+                                               std::to_string(kCaptureRingBudget / kCaptureRingBytes) +
+                                               " ports): name the ports to capture");
+    else if (disk > kCaptureDiskBudget)
+      err(ErrorKind::kInconsistent, c.pos, "capture: " + std::to_string(ports) + " ports x size " + format_bytes(c.size) +
+                                               " = " + format_bytes(Bytes{disk}) + " of files, over the budget of " +
+                                               format_bytes(Bytes{kCaptureDiskBudget}) + ": lower capture.size or name fewer ports");
   }
 
   bool has_port(size_t ni, const std::string& ifname) const {

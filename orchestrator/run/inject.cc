@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
@@ -30,8 +31,11 @@ json value_of(const std::string& key, const std::string& v) {
   }
   char* end = nullptr;
   const double d = std::strtod(v.c_str(), &end);
-  if (!v.empty() && end && *end == '\0') return d == double(int64_t(d)) && v.find_first_of(".eE") == std::string::npos ? json(int64_t(d)) : json(d);
-  return v;
+  if (v.empty() || !end || *end != '\0' || !std::isfinite(d)) return v;  // a word, or inf/nan: the loader judges it as text
+  // A whole number within int64 is an integer (casting one outside is undefined behaviour).
+  const bool whole = v.find_first_of(".eE") == std::string::npos && d >= -9.2e18 && d <= 9.2e18;
+  if (whole) return json(int64_t(d));
+  return json(d);
 }
 
 // The instance's scenario with this one fault (at 0 s) in place of its faults and workloads.

@@ -689,8 +689,8 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
   bool go = run_phase(c, kValidate) && !opts.model_only;
   if (opts.split) go = go && run_phase(c, kJoin);  // a split run meets its other parts first, and merges last
   for (const Phase& p : kOnFabric) go = go && run_phase(c, p);
+  if (c.testbed) run_phase(c, kDown);  // whatever happened after up, and before a peer's figures are read
   if (opts.split) go = go && run_phase(c, kMerge);
-  if (c.testbed) run_phase(c, kDown);  // whatever happened after up
   check_delivery(c);
   assert_phase(c);
   return report(c);

@@ -118,10 +118,18 @@ void Rendezvous::connect_to_hub() {
   next_connect_ns_ = now_ns() + kReconnectNs;
   c.fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (c.fd < 0) return;
-  // From this part's own address: the hub takes part I only from peers[I]. Where it is not
-  // this machine's, the kernel picks one (and the hub will refuse it, saying so).
+  // From this part's own address: the hub takes part I only from peers[I]. An address this
+  // machine does not have ends the part here, saying so (the hub would refuse it anyway).
   const sockaddr_in own = ipv4_sockaddr(peers_[index_], 0);
-  (void)bind(c.fd, reinterpret_cast<const sockaddr*>(&own), sizeof own);
+  if (bind(c.fd, reinterpret_cast<const sockaddr*>(&own), sizeof own) != 0) {
+    if (aborted_.empty())
+      aborted_ = errno == EADDRNOTAVAIL ? "no interface of this machine has the underlay address " + dotted(peers_[index_]) +
+                                              " (part " + std::to_string(index_) + "'s in the list of peers)"
+                                        : "cannot connect from " + dotted(peers_[index_]) + ": " + std::strerror(errno);
+    close(c.fd);
+    c.fd = -1;
+    return;
+  }
   keepalive(c.fd);
   const sockaddr_in sa = ipv4_sockaddr(hub_addr_, hub_port_);
   const int rc = connect(c.fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);

@@ -27,9 +27,18 @@ bool write_all(int fd, const std::string& s) {
 }
 }  // namespace
 
+// Made 0755 if absent; an existing one is trusted only if it is a real directory of this
+// user's that no one else may write to (a state file planted there would be replayed by
+// `down` as root).
 bool ensure_state_dir(std::string& why) {
   if (mkdir(kStateDir, 0755) != 0 && errno != EEXIST) {
     why = err(std::string("mkdir ") + kStateDir);
+    return false;
+  }
+  struct stat st {};
+  if (lstat(kStateDir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    why = std::string(kStateDir) + " is not a directory of this user's that only it may write to (a link, another "
+          "owner, or group/other-writable): rocelab will not trust the state files in it";
     return false;
   }
   return true;
@@ -77,7 +86,15 @@ std::unique_ptr<StateLog> StateLog::open(const std::string& path, bool lock, std
 
 bool StateLog::append(const std::vector<std::string>& lines, std::string& why) {
   std::string buf;
-  for (const auto& l : lines) buf += l + "\n";
+  for (const auto& l : lines) {
+    // One record a line: a newline inside one would write a record nobody asked for
+    // (`down` replays every line as root).
+    if (l.find_first_of("\n\r") != std::string::npos) {
+      why = "state file " + path_ + ": refused a record with a line break";
+      return false;
+    }
+    buf += l + "\n";
+  }
   if (!write_all(fd_.get(), buf)) {
     why = err("append to state file " + path_);
     return false;

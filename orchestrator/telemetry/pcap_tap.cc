@@ -5,6 +5,7 @@
 
 #include <cstdio>
 
+#include "model/scenario.h"
 #include "sys/files.h"
 
 namespace rocelab::telemetry {
@@ -18,7 +19,7 @@ std::unique_ptr<PcapTap> PcapTap::open(const std::string& ifname, const std::str
   if (!t->live_) return why = ifname + ": " + err, nullptr;
   pcap_set_snaplen(t->live_, int(l.snaplen));
   pcap_set_immediate_mode(t->live_, 1);
-  pcap_set_buffer_size(t->live_, 32 << 20);  // a burst at line rate while the reader sleeps
+  pcap_set_buffer_size(t->live_, int(model::kCaptureRingBytes));  // a burst at line rate while the reader sleeps
   pcap_set_tstamp_precision(t->live_, PCAP_TSTAMP_PRECISION_NANO);
   if (pcap_activate(t->live_) < 0) return why = ifname + ": " + pcap_geterr(t->live_), nullptr;
   if (pcap_setnonblock(t->live_, 1, err) != 0) return why = ifname + ": " + err, nullptr;

@@ -3,6 +3,8 @@
 // nested beyond what rocelab writes is measured before anything parses it.
 #include "sys/files.h"
 
+#include "model/percentile.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -98,6 +100,19 @@ TEST_F(Files, CopyTreeTakesRegularFilesOnly) {
   EXPECT_FALSE(fs::exists(fs::symlink_status(to / "leak")));
   EXPECT_FALSE(fs::exists(fs::symlink_status(to / "etc")));
   EXPECT_EQ(skipped, 2u);
+}
+
+// The agent's figures select their percentiles rather than sort (its PFC loop must not sort a
+// million samples): the same nearest rank as the sort.
+TEST(Percentile, SelectionGivesTheSortsNearestRank) {
+  std::vector<uint64_t> v;
+  for (uint64_t i = 0; i < 1000; ++i) v.push_back((i * 7919) % 1000);  // 0..999 shuffled
+  for (double q : {0.0, 1.0, 50.0, 99.0, 99.9, 100.0}) {
+    auto copy = v;
+    EXPECT_EQ(model::percentile_select(copy, q), model::percentile(v, q)) << q;
+  }
+  std::vector<uint64_t> none;
+  EXPECT_EQ(model::percentile_select(none, 99), 0u);
 }
 
 TEST(JsonDepth, CountsNestingOutsideStrings) {

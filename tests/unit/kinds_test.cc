@@ -105,6 +105,19 @@ TEST(Kinds, ABackendOrSectionNotBuiltIsAnErrorThatListsWhatIs) {
   EXPECT_EQ(e[0], "k.yaml:5:17: hosts.engine: 'mlx5' is not built in this rocelab (built: builtin, rxe)");
 }
 
+// Issue 34: every captured port pins a 32 MiB kernel ring; `ports: all` on a k = 4 fat-tree
+// (96 ports, 3 GiB) is refused at load with the sums, a few named ports are not.
+TEST(Kinds, ACaptureBeyondItsBudgetIsRefusedWithTheSums) {
+  auto e = errors("name: k\nscale: 1000\nfabric: {type: fat-tree, k: 4}\ncapture: {ports: all}\n");
+  ASSERT_EQ(e.size(), 1u) << ::testing::PrintToString(e);
+  EXPECT_NE(e[0].find("capture: 96 ports x 32MiB of kernel ring each = 3GiB, over the budget of 512MiB"),
+            std::string::npos) << e[0];
+  EXPECT_TRUE(errors(std::string(kLeafSpine) + "capture: {ports: [leaf1, 'spine1:leaf1']}\n").empty());
+  auto d = errors(std::string(kLeafSpine) + "capture: {ports: [leaf1, leaf2], size: 2GB}\n");
+  ASSERT_EQ(d.size(), 1u) << ::testing::PrintToString(d);
+  EXPECT_NE(d[0].find("of files, over the budget of 8GiB"), std::string::npos) << d[0];
+}
+
 TEST(Kinds, EachKindChecksItsOwnKeys) {
   auto e = errors(std::string(kLeafSpine) +
                   "workloads:\n"

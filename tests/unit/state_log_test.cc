@@ -42,6 +42,17 @@ TEST_F(StateLogTest, CreateAppendReadRemove) {
   EXPECT_FALSE(fs::exists(path_));
 }
 
+// `down` replays every line as root: a record with a line break in it (a scenario path with
+// a newline, say) would add records nobody wrote. Refused, and nothing of it is written.
+TEST_F(StateLogTest, ARecordWithALineBreakIsRefused) {
+  std::string why;
+  auto log = sys::StateLog::create(path_, "a\n", why);
+  ASSERT_TRUE(log);
+  EXPECT_FALSE(log->append({"netns ok", "file x\nnetns rl-evil"}, why));
+  EXPECT_NE(why.find("line break"), std::string::npos) << why;
+  EXPECT_EQ(log->lines(), std::vector<std::string>{"a"});
+}
+
 TEST_F(StateLogTest, ASecondCreatorIsRefused) {
   std::string why;
   auto first = sys::StateLog::create(path_, "a\n", why);
