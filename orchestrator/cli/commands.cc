@@ -129,7 +129,15 @@ std::optional<uint16_t> metrics_port(const po::variables_map& vm, const char* cm
 }
 
 void add_scenario_arg(po::options_description& d) {
-  d.add_options()("scenario", po::value<std::string>(), "scenario file (YAML)");
+  d.add_options()("scenario", po::value<std::string>(), "scenario file (YAML)")(
+      "set", po::value<std::vector<std::string>>()->composing(),
+      "KEY=VALUE: change one setting of the file, KEY a dotted path (qos.ecn.kmin=64KB, "
+      "hosts.dcqcn.rate_ai=40M, workloads.0.message=4MB); repeatable, validated like the file, "
+      "recorded in resolved.json and results.json");
+}
+
+std::vector<std::string> sets_of(const po::variables_map& vm) {
+  return vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{};
 }
 
 // Loads and validates; prints every error. nullopt means exit 3.
@@ -140,7 +148,7 @@ std::optional<model::Scenario> load(const po::variables_map& vm, const Globals& 
   }
   const std::string path = vm["scenario"].as<std::string>();
   spdlog::debug("loading {}", path);
-  auto res = run::load_scenario_file(path);
+  auto res = run::load_scenario_file(path, sets_of(vm));
   if (res.ok()) {
     if (vm.count("instance")) {
       const std::string name = vm["instance"].as<std::string>();
@@ -284,6 +292,7 @@ int run_vm(const po::variables_map& vm, const model::Scenario& s) {
   if (vm.count("scale")) o.run_args.push_back("--scale=" + fmt::format("{}", vm["scale"].as<double>()));
   if (vm.count("seed")) o.run_args.push_back("--seed=" + std::to_string(vm["seed"].as<int64_t>()));
   if (vm.count("instance")) o.run_args.push_back("--instance=" + vm["instance"].as<std::string>());
+  for (const auto& s : sets_of(vm)) o.run_args.push_back("--set=" + s);
   spdlog::info("run {} in the VM image (booting; under TCG this is slow)", s.name);
   auto r = run::run_in_vm(o);
   if (!r) {

@@ -16,6 +16,7 @@
 #include <limits>
 #include <sstream>
 
+#include "model/overrides.h"
 #include "model/raw.h"
 #include "model/yaml_reader.h"
 
@@ -897,7 +898,7 @@ std::optional<std::string> rescale(Scenario& s, double d) {
   return std::nullopt;
 }
 
-LoadResult load_scenario_file(const std::string& path) {
+LoadResult load_scenario_file(const std::string& path, const std::vector<std::string>& sets) {
   auto refuse = [&](std::string why) {
     LoadResult res{std::nullopt, Diagnostics(path)};
     res.diags.add(ErrorKind::kIo, Position{}, "cannot read the file: " + std::move(why));
@@ -928,7 +929,19 @@ LoadResult load_scenario_file(const std::string& path) {
     got += size_t(n);
   }
   text.resize(got);
-  return load_scenario_text(text, path);
+  if (sets.empty()) return load_scenario_text(text, path);
+  // --set: the file with the knobs changed, validated as a file; an error's line and
+  // column are then those of that text, which the label says.
+  std::string why;
+  auto changed = apply_overrides(text, sets, why);
+  if (!changed) {
+    LoadResult res{std::nullopt, Diagnostics(path)};
+    res.diags.add(ErrorKind::kBadValue, Position{}, why);
+    return res;
+  }
+  LoadResult res = load_scenario_text(*changed, path + " with --set");
+  if (res.scenario) res.scenario->sets = sets;
+  return res;
 }
 
 }  // namespace rocelab::model

@@ -25,7 +25,8 @@ struct LoadResult {
 inline constexpr size_t kMaxScenarioBytes = 16u << 20;
 
 // Reads only a regular file (not a device or FIFO) of at most kMaxScenarioBytes.
-LoadResult load_scenario_file(const std::string& path);
+// `sets`: --set KEY=VALUE entries applied over the file first (model/overrides.h).
+LoadResult load_scenario_file(const std::string& path, const std::vector<std::string>& sets = {});
 // `file_label` is what diagnostics name as the file.
 LoadResult load_scenario_text(std::string_view text, const std::string& file_label);
 

@@ -309,6 +309,7 @@ struct Telemetry {
 
 struct Scenario {
   std::string file;
+  std::vector<std::string> sets;  // --set KEY=VALUE, in order, applied over the file
   std::string name;  // instance name: the prefix of everything the testbed makes
   std::string description;
   uint64_t seed = kDefaultSeed;

@@ -139,7 +139,9 @@ void check_kinds(const model::Scenario& s, model::Diagnostics& d) {
   if (d.empty()) check_paths(s, d);
 }
 
-model::LoadResult load_scenario_file(const std::string& path) { return checked(model::load_scenario_file(path)); }
+model::LoadResult load_scenario_file(const std::string& path, const std::vector<std::string>& sets) {
+  return checked(model::load_scenario_file(path, sets));
+}
 
 model::LoadResult load_scenario_text(std::string_view text, const std::string& file_label) {
   return checked(model::load_scenario_text(text, file_label));

@@ -15,7 +15,7 @@ namespace rocelab::run {
 // Adds what this build refuses in `s` to `d` (file:line of the offending key).
 void check_kinds(const model::Scenario& s, model::Diagnostics& d);
 
-model::LoadResult load_scenario_file(const std::string& path);
+model::LoadResult load_scenario_file(const std::string& path, const std::vector<std::string>& sets = {});
 model::LoadResult load_scenario_text(std::string_view text, const std::string& file_label);
 
 }  // namespace rocelab::run

@@ -112,7 +112,8 @@ ordered_json versions_json() {
 }
 
 Status validate_phase(RunContext& c) {
-  c.events->add("run_start", {{"scenario", c.s.file}, {"instance", c.s.name}, {"seed", c.s.seed}, {"scale", c.s.scale.factor()}});
+  c.events->add("run_start", {{"scenario", c.s.file}, {"set", c.s.sets}, {"instance", c.s.name}, {"seed", c.s.seed},
+                              {"scale", c.s.scale.factor()}});
   std::error_code ec;
   std::string why;
   if (!c.opts.scenario_path.empty()) {
@@ -630,6 +631,7 @@ RunReport report(RunContext& c) {
     res["schema_version"] = kResultsSchemaVersion;
     res["rocelab_version"] = ROCELAB_VERSION;
     res["scenario"] = {{"file", c.s.file}, {"name", c.s.name}, {"description", c.s.description}};
+    if (!c.s.sets.empty()) res["scenario"]["set"] = c.s.sets;  // --set over the file (resolved.json has the values)
     res["instance"] = c.s.name;
     res["seed"] = c.s.seed;
     res["scale"] = c.s.scale.factor();

@@ -85,6 +85,28 @@ class Cli(unittest.TestCase):
         self.assertEqual(second.returncode, 0, second.stderr)
         self.assertEqual(second.stdout, first.stdout)
 
+    def test_set_changes_one_knob_and_is_validated_like_the_file(self):
+        src = os.path.join(SOURCE, "scenarios", "incast-dcqcn.yaml")
+        r = rocelab("validate", "--resolved", "-j", "--set", "qos.ecn.kmin=64KB", "--set", "qos.ecn.marking=enqueue", src)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ecn = json.loads(r.stdout)["qos"]["ecn"]
+        self.assertEqual((ecn["kmin"], ecn["kmax"], ecn["marking"]), ("64KiB", "160KiB", "enqueue"))
+        bad = rocelab("validate", "--set", "qos.ecn.kmn=64KB", src)
+        self.assertEqual(bad.returncode, 3)
+        self.assertIn("kmn", bad.stderr)
+        self.assertIn("with --set", bad.stderr)
+        shape = rocelab("validate", "--set", "workloads.3.message=1MB", src)
+        self.assertEqual(shape.returncode, 3)
+        self.assertIn("--set workloads.3.message=1MB: 'workloads' is a list of 1", shape.stderr)
+        # A run records what was set.
+        out = os.path.join(self.tmp, "set-run")
+        run = rocelab("run", "--model-only", "--no-report", "--out", out, "--set", "seed=11", src)
+        self.assertIn(run.returncode, (0, 1), run.stderr)
+        with open(os.path.join(out, "results.json")) as f:
+            res = json.load(f)
+        self.assertEqual(res["scenario"]["set"], ["seed=11"])
+        self.assertEqual(res["seed"], 11)
+
     def test_graph_is_dot(self):
         r = rocelab("graph", os.path.join(SOURCE, "scenarios", "quickstart.yaml"))
         self.assertEqual(r.returncode, 0, r.stderr)
