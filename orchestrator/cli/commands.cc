@@ -260,23 +260,7 @@ const char* outcome_word(model::Evaluation::Outcome o) {
 // SIGINT/SIGTERM/SIGHUP during up or run: the realiser rolls back, the run tears down.
 std::atomic<bool> g_cancel{false};
 void on_signal(int) { g_cancel.store(true); }
-void catch_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
-}
 
-void write_report_of(const std::string& run_dir) {
-  run::ReportOptions ro;
-  ro.run_dir = run_dir;
-  if (auto r = run::write_report(ro)) {
-    for (const auto& n : r->notes) spdlog::warn("report: {}", n);
-    std::cout << "report: " << r->html << "\n";
-  } else {
-    spdlog::warn("report: {}", r.error().what);  // the run's outcome stands; `rocelab report` can retry
-  }
-}
 
 // `run --vm`: the scenario inside the project's VM image (run/vm.h); its output and run
 // directory come back here, the report is written here.
@@ -363,14 +347,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
   if (vm.count("retry-of")) opts.retry_of = vm["retry-of"].as<std::string>();
   opts.cancel = &g_cancel;
   bool drew = false;
-  if (!g.json && isatty(STDERR_FILENO))  // a bar on a terminal; log lines when piped or in CI
-    opts.meter = [&drew](double done, const std::string& line) {
-      const int w = 30, n = std::clamp(int(done * w + 0.5), 0, w);
-      fmt::print(stderr, "\r[{}{}] {:3.0f}% {}\x1b[K", std::string(size_t(n), '#'), std::string(size_t(w - n), '.'),
-                 done * 100, line);
-      std::fflush(stderr);
-      drew = true;
-    };
+  if (!g.json) opts.meter = terminal_meter(drew);
   catch_signals();
   spdlog::info("run {}: {}", s->name, summary_line(*s));
   run::RunReport rep = run::run_scenario(*s, opts);
@@ -974,6 +951,37 @@ int cmd_perf(const po::variables_map& vm, const Globals& g) {
   return r->errors ? run::kExitInvalid : 0;
 }
 
+void write_report_of(const std::string& run_dir) {
+  run::ReportOptions ro;
+  ro.run_dir = run_dir;
+  if (auto r = run::write_report(ro)) {
+    for (const auto& n : r->notes) spdlog::warn("report: {}", n);
+    std::cout << "report: " << r->html << "\n";
+  } else {
+    spdlog::warn("report: {}", r.error().what);  // the run's outcome stands; `rocelab report` can retry
+  }
+}
+
+void catch_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+const std::atomic<bool>* cancel_flag() { return &g_cancel; }
+
+std::function<void(double, const std::string&)> terminal_meter(bool& drew) {
+  if (!isatty(STDERR_FILENO)) return {};  // log lines when piped or in CI
+  return [&drew](double done, const std::string& line) {
+    const int w = 30, n = std::clamp(int(done * w + 0.5), 0, w);
+    fmt::print(stderr, "\r[{}{}] {:3.0f}% {}\x1b[K", std::string(size_t(n), '#'), std::string(size_t(w - n), '.'),
+               done * 100, line);
+    std::fflush(stderr);
+    drew = true;
+  };
+}
+
 const std::vector<Command>& commands() {
   static const std::vector<Command> kCommands = {
       {"validate", "SCENARIO", "check a scenario file; print every error as file:line:column: reason",
@@ -1189,6 +1197,27 @@ const std::vector<Command>& commands() {
          add_scenario_arg(d);
        },
        cmd_perf},
+      {"lab", "ACTION [LAB]", "the RoCE tuning track: exercises graded on real runs",
+       "Labs teach tuning a RoCE fabric one knob at a time: each gives you a scenario that\n"
+       "misbehaves, a brief (the situation, what to change, the objectives) and a check that\n"
+       "runs your copy with the lab's objectives as its assertions, grading each with the\n"
+       "figure it measured. ACTION is one of:\n"
+       "  list             the track: number, id, title, topic, level, minutes, done or started\n"
+       "  start LAB        copy the lab's scenario.yaml into DIR/NN-id/ and print the brief\n"
+       "  check LAB        run your copy (root) and grade it; exit 0 when every objective is met,\n"
+       "                   1 when one is not, else the run's own code (an invalid run is tried\n"
+       "                   once more at 2 x D, as every runner does)\n"
+       "  hint LAB [N]     the next hint (or hint N)\n"
+       "  solution LAB     the answer and the reasoning, as --set changes (--write applies them)\n"
+       "  reset LAB        your copy back to the starting file\n"
+       "LAB is a number (3) or an id (ecn-thresholds). DIR/NN-id/ keeps your scenario.yaml,\n"
+       "BRIEF.md, answer.txt (labs that ask a question), grade.json and runs/ with each check's\n"
+       "run directory and report. With -j, list, hint, solution and check print JSON; --junit\n"
+       "FILE writes a check's grade for an instructor's CI.",
+       "rocelab lab list\n  rocelab lab start 1   # then edit rocelab-labs/01-lossless-incast/scenario.yaml\n"
+       "  sudo rocelab lab check 1\n  rocelab lab hint 1\n"
+       "  sudo rocelab lab check 3 --set qos.ecn.kmin=32KB   # try a knob without editing",
+       add_lab_options, cmd_lab},
       {"doctor", "", "say what this kernel and machine can and cannot do",
        "Tries each capability for real, inside a private network namespace that vanishes\n"
        "afterwards: netns, veth, HTB/TBF/clsact and optional qdiscs (netem, fq, ...), BPF with\n"
@@ -1230,7 +1259,7 @@ void general_help(std::ostream& out) {
          "usage: rocelab [-v] [-j] COMMAND [ARGS]\n\ncommands:\n";
   for (const auto& c : commands()) {
     char line[160];
-    std::snprintf(line, sizeof line, "  %-9s %-10s %s\n", c.name.c_str(), c.args.c_str(), c.summary.c_str());
+    std::snprintf(line, sizeof line, "  %-9s %-12s %s\n", c.name.c_str(), c.args.c_str(), c.summary.c_str());
     out << line;
   }
   out << "\nglobal options:\n  -v, --verbose  debug logs\n  -j, --json     JSON output\n  -h, --help     help "
@@ -1258,7 +1287,7 @@ void command_help(const Command& c, std::ostream& out) {
   for (const auto& o : own.options())
     if (o->long_name() != "scenario" && o->long_name() != "name" && o->long_name() != "target" &&
         o->long_name() != "kind" && o->long_name() != "param" && o->long_name() != "what" &&
-        o->long_name() != "run_dir")
+        o->long_name() != "run_dir" && o->long_name() != "action" && o->long_name() != "lab" && o->long_name() != "n")
       shown.add(o);
   if (!shown.options().empty()) out << shown << "\n";
   out << global_options() << "\nexample:\n  " << c.example << "\n";
@@ -1315,6 +1344,7 @@ int main_entry(int argc, char** argv) {
   all.add(global_options()).add(own);
   po::positional_options_description pos;
   if (cmd->args.rfind("KIND", 0) == 0) pos.add("kind", 1).add("target", 1).add("param", -1);
+  else if (cmd->args.rfind("ACTION", 0) == 0) pos.add("action", 1).add("lab", 1).add("n", 1);
   else if (cmd->args.rfind("show", 0) == 0) pos.add("what", -1);
   else if (cmd->args.find("SCENARIO") != std::string::npos) pos.add("scenario", 1);
   else if (cmd->args.find("RUN_DIR") != std::string::npos) pos.add("run_dir", 1);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <boost/program_options.hpp>
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,5 +26,17 @@ struct Command {
 
 const std::vector<Command>& commands();
 int main_entry(int argc, char** argv);
+
+// Shared by the commands that run a fabric: SIGINT/SIGTERM/SIGHUP set the flag the run
+// polls (it tears down and reports); a progress bar on a terminal, nothing otherwise.
+void catch_signals();
+const std::atomic<bool>* cancel_flag();
+std::function<void(double, const std::string&)> terminal_meter(bool& drew);
+// RUN_DIR/report.html written, its path printed; a failure is a warning (the run stands).
+void write_report_of(const std::string& run_dir);
+
+// `rocelab lab ...` (cli/lab.cc).
+void add_lab_options(boost::program_options::options_description& d);
+int cmd_lab(const boost::program_options::variables_map& vm, const Globals& g);
 
 }  // namespace rocelab::cli

@@ -18,7 +18,7 @@ ROCELAB = SOURCE = None
 IS_ROOT = os.geteuid() == 0
 BASE = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n"
 COMMANDS = ["validate", "graph", "run", "report", "up", "down", "status", "stats", "top", "pause", "pfcwd", "agent", "perf",
-            "doctor"]
+            "doctor", "lab"]
 
 # Shown but not run here, each with why.
 SKIPPED = {
@@ -29,6 +29,8 @@ SKIPPED = {
     "run --vm": "boots the VM image: the vm tier (tests/vm/rxe_vm_test.py) runs a scenario with run --vm",
     "up --part": "needs the machines its --peers name: fabric_test.py Split runs up --part with two namespaces "
                  "standing for them, and the vm tier with two guests",
+    "lab check": "grades a learner's copy: a starting file fails (exit 1) by design; lab_test.py checks every lab's "
+                 "starting file and solution",
     "run --part": "needs the machines its --peers name: fabric_test.py Split runs run --part with two namespaces "
                   "standing for them, and the vm tier with two guests",
 }
@@ -72,6 +74,11 @@ PLAN = [
     ("cleanup", "rocelab down pfc-watchdog"),
     "sudo rocelab up scenarios/incast-lossless.yaml && sudo rocelab stats --instance incast-lossless",
     ("cleanup", "rocelab down incast-lossless"),
+    "rocelab lab list",
+    "rocelab lab start 1",
+    "rocelab lab hint 1",
+    "rocelab lab solution 1",
+    "rocelab lab reset 1",
 ]
 INSTANCES = ["quickstart", "qs2", "incast-lossless", "pfc-watchdog"]
 
