@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -392,6 +393,36 @@ int cmd_report(const po::variables_map& vm, const Globals&) {
   for (const auto& n : r->notes) std::cerr << "rocelab report: " << n << "\n";
   std::cout << r->html << "\n";
   for (const auto& p : r->plots) std::cout << p << "\n";
+  return 0;
+}
+
+int cmd_compare(const po::variables_map& vm, const Globals& g) {
+  run::CompareOptions o;
+  if (vm.count("run_dirs")) o.run_dirs = vm["run_dirs"].as<std::vector<std::string>>();
+  if (vm.count("out")) o.out = vm["out"].as<std::string>();
+  auto r = run::write_compare(o);
+  if (!r) {
+    std::cerr << "rocelab compare: " << r.error().what << "\n";
+    return r.error().exit_code();
+  }
+  if (g.json) {
+    ordered_json most = ordered_json::array();
+    for (const auto& c : r->most_changed)
+      most.push_back({{"metric", c.metric}, {"values", c.values}, {"change", std::isinf(c.change) ? ordered_json("from 0")
+                                                                                                 : ordered_json(c.change)}});
+    std::cout << ordered_json{{"page", r->html}, {"scenario_differences", r->scenario_differences}, {"most_changed", most}}.dump(2)
+              << "\n";
+    return 0;
+  }
+  fmt::print("{} settings differ in the resolved scenarios; the metrics that changed most (last run against the first):\n",
+             r->scenario_differences);
+  for (const auto& c : r->most_changed) {
+    std::string vals;
+    for (double v : c.values) vals += (vals.empty() ? "" : " -> ") + fmt::format("{:.4g}", v);
+    fmt::print("  {:<44} {:>10}   {}\n", c.metric,
+               std::isinf(c.change) ? std::string("from 0") : fmt::format("{:+.1f} %", c.change * 100), vals);
+  }
+  fmt::print("page: {}\n", r->html);
   return 0;
 }
 
@@ -1197,6 +1228,31 @@ const std::vector<Command>& commands() {
          add_scenario_arg(d);
        },
        cmd_perf},
+      {"compare", "RUN_DIR RUN_DIR...", "put runs side by side: scenario differences, metric changes, series overlaid",
+       "One self-contained HTML page (opens offline) for 2 to 8 run directories: what differs in\n"
+       "their resolved scenarios, every metric with its change (the last run against the first;\n"
+       "a series or counter by the sum and the largest of its samples), and their deepest\n"
+       "queues, most paused lanes and fastest flows overlaid on one time axis, a dash style\n"
+       "per run. Prints the metrics that changed most.",
+       "rocelab compare /tmp/on /tmp/off\n  rocelab compare --out ecn.html runs/a runs/b runs/c",
+       [](po::options_description& d) {
+         d.add_options()("out", po::value<std::string>(), "write the page here (default compare.html)")(
+             "run_dirs", po::value<std::vector<std::string>>(), "the run directories");
+       },
+       cmd_compare},
+      {"sweep", "SCENARIO", "run a scenario over a grid of knob values and seeds; a table and a report",
+       "One run per point of the grid: every combination of the --set axes (KEY=V1,V2,...), each at\n"
+       "every --seeds seed. Writes OUT/{sweep.json (the plan), points/NNNN/ (each run directory),\n"
+       "sweep.csv (a row a run: the knobs, the seed, the exit code, each figure), report.html\n"
+       "(each figure against each knob: the seeds' mean as a line, their min-max as a band, the\n"
+       "table beside)}. An invalid run (exit 2) runs again once at 2 x D; Ctrl-C stops after the\n"
+       "current run, and the same command with the same --out resumes where it stopped. Exit 0\n"
+       "when every run was measured (its own assertions may fail: that is a figure), 5 when\n"
+       "one could not be, 2 when stopped.",
+       "sudo rocelab sweep scenarios/incast-dcqcn.yaml --set qos.ecn.kmin=8KB,16KB,32KB,64KB,128KB --seeds 1-3\n"
+       "  sudo rocelab sweep --out /tmp/s1 --set qos.pfc.xoff=32KB,64KB,128KB --figure 'max(queue_max)' "
+       "scenarios/incast-lossless.yaml",
+       add_sweep_options, cmd_sweep},
       {"lab", "ACTION [LAB]", "the RoCE tuning track: exercises graded on real runs",
        "Labs teach tuning a RoCE fabric one knob at a time: each gives you a scenario that\n"
        "misbehaves, a brief (the situation, what to change, the objectives) and a check that\n"
@@ -1259,7 +1315,7 @@ void general_help(std::ostream& out) {
          "usage: rocelab [-v] [-j] COMMAND [ARGS]\n\ncommands:\n";
   for (const auto& c : commands()) {
     char line[160];
-    std::snprintf(line, sizeof line, "  %-9s %-12s %s\n", c.name.c_str(), c.args.c_str(), c.summary.c_str());
+    std::snprintf(line, sizeof line, "  %-9s %-19s %s\n", c.name.c_str(), c.args.c_str(), c.summary.c_str());
     out << line;
   }
   out << "\nglobal options:\n  -v, --verbose  debug logs\n  -j, --json     JSON output\n  -h, --help     help "
@@ -1287,7 +1343,8 @@ void command_help(const Command& c, std::ostream& out) {
   for (const auto& o : own.options())
     if (o->long_name() != "scenario" && o->long_name() != "name" && o->long_name() != "target" &&
         o->long_name() != "kind" && o->long_name() != "param" && o->long_name() != "what" &&
-        o->long_name() != "run_dir" && o->long_name() != "action" && o->long_name() != "lab" && o->long_name() != "n")
+        o->long_name() != "run_dir" && o->long_name() != "action" && o->long_name() != "lab" && o->long_name() != "n" &&
+        o->long_name() != "run_dirs")
       shown.add(o);
   if (!shown.options().empty()) out << shown << "\n";
   out << global_options() << "\nexample:\n  " << c.example << "\n";
@@ -1347,6 +1404,7 @@ int main_entry(int argc, char** argv) {
   else if (cmd->args.rfind("ACTION", 0) == 0) pos.add("action", 1).add("lab", 1).add("n", 1);
   else if (cmd->args.rfind("show", 0) == 0) pos.add("what", -1);
   else if (cmd->args.find("SCENARIO") != std::string::npos) pos.add("scenario", 1);
+  else if (cmd->args.rfind("RUN_DIR RUN_DIR", 0) == 0) pos.add("run_dirs", -1);
   else if (cmd->args.find("RUN_DIR") != std::string::npos) pos.add("run_dir", 1);
   else if (cmd->args.find("NAME") != std::string::npos) pos.add("name", 1);
   else if (cmd->args.find("NODE") != std::string::npos) pos.add("target", 1);

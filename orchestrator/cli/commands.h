@@ -35,6 +35,10 @@ std::function<void(double, const std::string&)> terminal_meter(bool& drew);
 // RUN_DIR/report.html written, its path printed; a failure is a warning (the run stands).
 void write_report_of(const std::string& run_dir);
 
+// `rocelab sweep ...` (cli/sweep.cc).
+void add_sweep_options(boost::program_options::options_description& d);
+int cmd_sweep(const boost::program_options::variables_map& vm, const Globals& g);
+
 // `rocelab lab ...` (cli/lab.cc).
 void add_lab_options(boost::program_options::options_description& d);
 int cmd_lab(const boost::program_options::variables_map& vm, const Globals& g);

@@ -264,11 +264,14 @@ class Parser {
  public:
   explicit Parser(std::string_view s) : s_(s) {}
 
-  std::unique_ptr<Expr> parse_all() {
+  std::unique_ptr<Expr> parse_all(bool value = false) {
     auto e = parse_or();
     skip();
     if (i_ != s_.size()) fail(i_, "unexpected '" + std::string(s_.substr(i_, 1)) + "'");
-    if (e->type != Expr::Type::kBool)
+    if (value && e->type == Expr::Type::kSeries)
+      fail(0, "'" + e->text + "' is a series: take an aggregate of it (max(...), min(...), sum(...), avg(...), p99(...))");
+    if (value && e->type != Expr::Type::kNumber) fail(0, "a figure is one number (e.g. 'max(queue_max)'), not a comparison");
+    if (!value && e->type != Expr::Type::kBool)
       fail(0, "an assertion must be a comparison (e.g. 'links >= 4'), got a value");
     return e;
   }
@@ -646,24 +649,40 @@ class Evaluator {
 
 }  // namespace
 
-ParsedExpr parse_expression(std::string_view text) {
+namespace {
+ParsedExpr parse_text(std::string_view text, bool value) {
   ParsedExpr out;
+  const char* what = value ? "figure" : "assertion";
   if (text.find_first_not_of(" \t") == std::string_view::npos) {
-    out.error = ExprError{false, 0, "empty assertion"};
+    out.error = ExprError{false, 0, std::string("empty ") + what};
     return out;
   }
   if (text.size() > kMaxExpressionChars) {
-    out.error = ExprError{false, 0, "assertion longer than " + std::to_string(kMaxExpressionChars) +
+    out.error = ExprError{false, 0, std::string(what) + " longer than " + std::to_string(kMaxExpressionChars) +
                                         " characters: split it into several"};
     return out;
   }
   try {
-    out.root = Parser(text).parse_all();
+    out.root = Parser(text).parse_all(value);
   } catch (const ParseFailure& f) {
     out.error = f.error;
     out.root.reset();
   }
   return out;
+}
+}  // namespace
+
+ParsedExpr parse_expression(std::string_view text) { return parse_text(text, false); }
+ParsedExpr parse_value(std::string_view text) { return parse_text(text, true); }
+
+std::optional<double> evaluate_value(const Expr& e, const MetricSet& metrics, std::string& why) {
+  Evaluator ev(metrics);
+  try {
+    return ev.num(e);
+  } catch (const EvalFailure& f) {
+    why = f.why;
+    return std::nullopt;
+  }
 }
 
 Evaluation evaluate(const Expr& e, const MetricSet& metrics) {

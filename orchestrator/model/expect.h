@@ -63,6 +63,9 @@ struct ParsedExpr {
 };
 
 ParsedExpr parse_expression(std::string_view text);
+// A figure rather than an assertion (sweep and compare columns): the same grammar, but the
+// whole must be one number - a scalar, an aggregate, arithmetic on them - not a comparison.
+ParsedExpr parse_value(std::string_view text);
 
 // A run's metric values: a scalar, or samples each with its labels.
 struct Sample {
@@ -83,5 +86,7 @@ struct Evaluation {
 };
 
 Evaluation evaluate(const Expr& e, const MetricSet& metrics);
+// The value of a parse_value expression, or nullopt and `why` (a metric the run did not produce).
+std::optional<double> evaluate_value(const Expr& e, const MetricSet& metrics, std::string& why);
 
 }  // namespace rocelab::model

@@ -1,4 +1,5 @@
 #include "run/report.h"
+#include "run/report_data.h"
 
 #include <fmt/format.h>
 
@@ -246,8 +247,6 @@ table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;paddin
 const char* kScript = R"JS(
 (function(){
 const D = JSON.parse(document.getElementById('data').textContent);
-const errs = [];
-window.addEventListener('error', e => { errs.push(String(e.message)); document.getElementById('errors').textContent = errs.join('\n'); });
 const colors = ['#1f77b4','#d62728','#2ca02c','#ff7f0e','#9467bd','#8c564b','#e377c2','#7f7f7f','#bcbd22','#17becf'];
 const markers = { id: 'markers', afterDatasetsDraw(chart) {
   const x = chart.scales.x, a = chart.chartArea, ctx = chart.ctx;
@@ -414,9 +413,7 @@ std::string report_page(const json& res, const json& resolved, const json& data,
   const size_t dq = dropped.at("queues"), dp = dropped.at("pauses"), df = dropped.at("flows");
   const std::string outcome = res.value("outcome", "?");
   const json sc = res.value("scenario", json::object());
-  std::string h = "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>rocelab: " +
-                  xml_escape(sc.value("name", "")) + "</title><style>" + kStyle + "</style></head><body>";
-  h += fmt::format("<h1>{} &mdash; <span class=\"{}\">{}</span> (exit {})</h1>", xml_escape(sc.value("name", "")),
+  std::string h = fmt::format("<h1>{} &mdash; <span class=\"{}\">{}</span> (exit {})</h1>", xml_escape(sc.value("name", "")),
                    xml_escape(outcome), xml_escape(outcome), res.value("exit_code", -1));
   h += "<p>" + xml_escape(sc.value("description", "")) + "</p>";
   h += fmt::format("<p class=\"note\">seed {}, D = {} (emulated rates = physical / D; every figure here is physical), "
@@ -459,12 +456,7 @@ std::string report_page(const json& res, const json& resolved, const json& data,
     for (const auto& n : res.value("notes", json::array())) h += "<li>" + xml_escape(n.get<std::string>()) + "</li>";
     h += "</ul>";
   }
-  std::string payload = data.dump();
-  for (size_t at = 0; (at = payload.find("</", at)) != std::string::npos; at += 3) payload.replace(at, 2, "<\\/");
-  h += "<script id=\"data\" type=\"application/json\">" + payload + "</script>";
-  h += "<script>" + chartjs + "</script><script>" + kScript + "</script></body></html>\n";
-
-  return h;
+  return html_page("rocelab: " + sc.value("name", ""), h, data.dump(), kScript, chartjs);
 }
 
 void write_plots(const ReportOptions& o, const fs::path& dir, const json& data, ReportFiles& out) {
@@ -493,43 +485,65 @@ void write_plots(const ReportOptions& o, const fs::path& dir, const json& data, 
   }
 }
 
-Result<ReportFiles> write_report(const ReportOptions& o) {
-  const fs::path dir(o.run_dir);
+std::string html_page(const std::string& title, const std::string& body, const std::string& data_json,
+                      const std::string& script, const std::string& chartjs) {
+  std::string payload = data_json;  // no "</script>" may end the data early
+  for (size_t at = 0; (at = payload.find("</", at)) != std::string::npos; at += 3) payload.replace(at, 2, "<\\/");
+  // Installed first, so an error anywhere after (Chart.js, the page's script) shows in #errors.
+  static const char* kCatch = "(function(){const errs=[];window.addEventListener('error',e=>{errs.push(String(e.message));"
+                              "const el=document.getElementById('errors');if(el)el.textContent=errs.join('\\n');});})();";
+  return "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + xml_escape(title) +
+         "</title><style>" + kStyle + "</style></head><body>" + body + "<script>" + kCatch +
+         "</script><script id=\"data\" type=\"application/json\">" + payload + "</script><script>" + chartjs +
+         "</script><script>" + script + "</script></body></html>\n";
+}
+
+Result<RunDirFiles> read_run_dir(const std::string& run_dir) {
+  const fs::path dir(run_dir);
   auto results_text = slurp(dir / "results.json");
   if (!results_text)
-    return error(Errc::kBadInput, o.run_dir + ": no results.json (not a run directory, or its run did not finish)");
+    return error(Errc::kBadInput, run_dir + ": no results.json (not a run directory, or its run did not finish)");
   // Whoever wrote it: nested deeper than a run writes is refused before parsing (copies
   // and printing of nested values recurse).
   if (sys::json_depth(*results_text) > sys::kMaxJsonDepth)
     return error(Errc::kBadInput, (dir / "results.json").string() + ": nested deeper than " +
                                       std::to_string(sys::kMaxJsonDepth) + " levels (a run never writes that)");
-  const json res = json::parse(*results_text, nullptr, false);
-  if (!res.is_object()) return error(Errc::kBadInput, (dir / "results.json").string() + ": not JSON");
+  RunDirFiles f;
+  f.res = json::parse(*results_text, nullptr, false);
+  if (!f.res.is_object()) return error(Errc::kBadInput, (dir / "results.json").string() + ": not JSON");
+  const std::string resolved_text = slurp(dir / "resolved.json").value_or("null");
+  f.resolved = sys::json_depth(resolved_text) > sys::kMaxJsonDepth ? json(nullptr) : json::parse(resolved_text, nullptr, false);
+  if (f.resolved.is_discarded()) f.resolved = nullptr;
+  f.series = fs::exists(dir / "series-ports.csv");
+  try {  // a results.json of another shape (edited, truncated, another version) is bad input, never a crash
+    std::set<std::string> switches;
+    if (f.resolved.is_object() && f.resolved.contains("nodes") && f.resolved["nodes"].is_array())
+      for (const auto& n : f.resolved["nodes"])
+        if (n.is_object() && n.value("kind", "") != "host") switches.insert(n.value("name", ""));
+    f.data = report_data(dir, f.res, switches, f.dropped);
+  } catch (const json::exception& e) {
+    return error(Errc::kBadInput, run_dir + ": results.json or resolved.json is not as a run writes it (" + e.what() + ")");
+  }
+  return f;
+}
+
+Result<ReportFiles> write_report(const ReportOptions& o) {
+  auto f = read_run_dir(o.run_dir);
+  if (!f) return f.error();
   auto chartjs = slurp(o.chartjs);
   if (!chartjs)
     return error(Errc::kEnvironment, o.chartjs + " is missing: install Debian's libjs-chart.js (scripts/setup.sh does)");
-  const std::string resolved_text = slurp(dir / "resolved.json").value_or("null");
-  const json resolved = sys::json_depth(resolved_text) > sys::kMaxJsonDepth ? json(nullptr)
-                                                                            : json::parse(resolved_text, nullptr, false);
   ReportFiles out;
-
-  std::map<std::string, size_t> dropped;
-  json data;
   std::string h;
-  try {  // a results.json of another shape (edited, truncated, another version) is bad input, never a crash
-    std::set<std::string> switches;
-    if (resolved.is_object() && resolved.contains("nodes") && resolved["nodes"].is_array())
-      for (const auto& n : resolved["nodes"])
-        if (n.is_object() && n.value("kind", "") != "host") switches.insert(n.value("name", ""));
-    data = report_data(dir, res, switches, dropped);
-    h = report_page(res, resolved, data, dropped, fs::exists(dir / "series-ports.csv"), *chartjs);
+  try {
+    h = report_page(f->res, f->resolved, f->data, f->dropped, f->series, *chartjs);
   } catch (const json::exception& e) {
     return error(Errc::kBadInput, o.run_dir + ": results.json or resolved.json is not as a run writes it (" + e.what() + ")");
   }
-  out.html = o.out.empty() ? (dir / "report.html").string() : o.out;
+  out.html = o.out.empty() ? (fs::path(o.run_dir) / "report.html").string() : o.out;
   if (std::string why; !sys::write_file(out.html, h, why)) return error(Errc::kEnvironment, why);
 
-  if (o.plots) write_plots(o, dir, data, out);
+  if (o.plots) write_plots(o, fs::path(o.run_dir), f->data, out);
   return out;
 }
 

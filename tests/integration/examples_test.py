@@ -18,7 +18,7 @@ ROCELAB = SOURCE = None
 IS_ROOT = os.geteuid() == 0
 BASE = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n"
 COMMANDS = ["validate", "graph", "run", "report", "up", "down", "status", "stats", "top", "pause", "pfcwd", "agent", "perf",
-            "doctor", "lab"]
+            "doctor", "lab", "sweep", "compare"]
 
 # Shown but not run here, each with why.
 SKIPPED = {
@@ -29,6 +29,11 @@ SKIPPED = {
     "run --vm": "boots the VM image: the vm tier (tests/vm/rxe_vm_test.py) runs a scenario with run --vm",
     "up --part": "needs the machines its --peers name: fabric_test.py Split runs up --part with two namespaces "
                  "standing for them, and the vm tier with two guests",
+    "rocelab sweep": "runs a grid of scenarios (minutes): sweep_test.py runs a smaller grid and checks its table, "
+                     "resumption and report",
+    "rocelab compare": "needs run directories: sweep_test.py compares an ECN-on and an ECN-off run",
+    "run --out /tmp/on": "the compare example's first run: sweep_test.py's Compare runs the same pair, ECN on and off",
+    "run --out /tmp/off": "the compare example's second run (its CNP assertion fails with ECN off, by design)",
     "lab check": "grades a learner's copy: a starting file fails (exit 1) by design; lab_test.py checks every lab's "
                  "starting file and solution",
     "run --part": "needs the machines its --peers name: fabric_test.py Split runs run --part with two namespaces "
