@@ -3,6 +3,8 @@
 // 4 environment, 5 testbed fault). The only place exceptions are caught.
 #include "cli/commands.h"
 
+#include <sys/utsname.h>
+
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <fmt/format.h>
@@ -42,6 +44,7 @@
 #include "workload/kinds.h"
 #include "workload/perf.h"
 #include "cli/perftest.h"
+#include "rocelab_commit.h"  // generated: ROCELAB_COMMIT
 
 namespace po = boost::program_options;
 
@@ -423,6 +426,33 @@ int cmd_compare(const po::variables_map& vm, const Globals& g) {
                std::isinf(c.change) ? std::string("from 0") : fmt::format("{:+.1f} %", c.change * 100), vals);
   }
   fmt::print("page: {}\n", r->html);
+  return 0;
+}
+
+// `rocelab --version`: what was built (version, commit) and what this kernel offers it, in
+// one line; kvm is left out (proving it boots a guest takes seconds, `doctor` does it).
+int print_version(bool json) {
+  const run::Capabilities caps = run::detect_capabilities();
+  struct utsname u {};
+  uname(&u);
+  if (json) {
+    ordered_json have = ordered_json::object();
+    for (const auto& c : caps.items)
+      if (c.name != "kvm") have[c.name] = c.ok;
+    std::cout << ordered_json{{"version", ROCELAB_VERSION}, {"commit", ROCELAB_COMMIT}, {"kernel", u.release},
+                              {"features", have}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::string has, lacks;
+  for (const auto& c : caps.items) {
+    if (c.name == "kvm") continue;
+    std::string& list = c.ok ? has : lacks;
+    list += (list.empty() ? "" : " ") + c.name;
+  }
+  fmt::print("rocelab {} (commit {}) on Linux {}: has {}{}\n", ROCELAB_VERSION, ROCELAB_COMMIT, u.release, has,
+             lacks.empty() ? "" : "; lacks " + lacks + (geteuid() ? " (not root: some probes need it)" : ""));
   return 0;
 }
 
@@ -993,6 +1023,12 @@ void write_report_of(const std::string& run_dir) {
   }
 }
 
+bool positional_option(const std::string& n) {
+  static const char* kPositional[] = {"scenario", "name", "target", "kind", "param", "what", "run_dir",
+                                      "run_dirs", "action", "lab", "n", "shell"};
+  return std::find(std::begin(kPositional), std::end(kPositional), n) != std::end(kPositional);
+}
+
 void catch_signals() {
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -1274,6 +1310,13 @@ const std::vector<Command>& commands() {
        "  sudo rocelab lab check 1\n  rocelab lab hint 1\n"
        "  sudo rocelab lab check 3 --set qos.ecn.kmin=32KB   # try a knob without editing",
        add_lab_options, cmd_lab},
+      {"completion", "[SHELL]", "print the bash completion script",
+       "Completes commands, their options, scenario files (*.yaml, *.yml, *.json), run\n"
+       "directories, instance names (from /run/rocelab) and lab ids. Generated from the same\n"
+       "command table as --help. Load it in the shell, or install it where bash-completion\n"
+       "looks (/usr/share/bash-completion/completions/rocelab).",
+       "source <(rocelab completion bash)",
+       [](po::options_description& d) { d.add_options()("shell", po::value<std::string>(), "bash"); }, cmd_completion},
       {"doctor", "", "say what this kernel and machine can and cannot do",
        "Tries each capability for real, inside a private network namespace that vanishes\n"
        "afterwards: netns, veth, HTB/TBF/clsact and optional qdiscs (netem, fq, ...), BPF with\n"
@@ -1319,8 +1362,9 @@ void general_help(std::ostream& out) {
     out << line;
   }
   out << "\nglobal options:\n  -v, --verbose  debug logs\n  -j, --json     JSON output\n  -h, --help     help "
-         "(rocelab COMMAND --help for one command)\n\n"
+         "(rocelab COMMAND --help for one command)\n  --version      the version, the commit and this kernel's features\n\n"
          "  rocelab help metrics  every metric an expect: assertion may name\n"
+         "  rocelab help man [COMMAND]  the man page (roff), rocelab(1) or rocelab-COMMAND(1)\n"
          "  rocelab help kinds    the workload, fault and backend types this build has\n\n"
          "exit codes: 0 pass, 1 an assertion failed, 2 invalid run (the machine did not keep up: the only\n"
          "one worth a retry, at 2 x D), 3 bad input, 4 environment, 5 testbed fault (a defect: never retried)\n\n"
@@ -1341,11 +1385,7 @@ void command_help(const Command& c, std::ostream& out) {
   // Hide the positional argument from the option list; it is in the usage line.
   po::options_description shown(c.name + " options");
   for (const auto& o : own.options())
-    if (o->long_name() != "scenario" && o->long_name() != "name" && o->long_name() != "target" &&
-        o->long_name() != "kind" && o->long_name() != "param" && o->long_name() != "what" &&
-        o->long_name() != "run_dir" && o->long_name() != "action" && o->long_name() != "lab" && o->long_name() != "n" &&
-        o->long_name() != "run_dirs")
-      shown.add(o);
+    if (!positional_option(o->long_name())) shown.add(o);
   if (!shown.options().empty()) out << shown << "\n";
   out << global_options() << "\nexample:\n  " << c.example << "\n";
 }
@@ -1360,6 +1400,9 @@ int main_entry(int argc, char** argv) {
   bpf::route_libbpf_logs();
 
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (std::find(args.begin(), args.end(), "--version") != args.end())
+    return print_version(std::find(args.begin(), args.end(), "-j") != args.end() ||
+                         std::find(args.begin(), args.end(), "--json") != args.end());
   // The command is the first word that is not an option.
   const Command* cmd = nullptr;
   size_t cmd_at = args.size();
@@ -1367,6 +1410,13 @@ int main_entry(int argc, char** argv) {
     if (!args[i].empty() && args[i][0] == '-') continue;
     if (args[i] == "help") {
       if (i + 1 < args.size() && args[i + 1] == "metrics") return metrics_help(std::cout), 0;
+      if (i + 1 < args.size() && args[i + 1] == "man") {
+        if (i + 2 == args.size()) return std::cout << man_page(nullptr), 0;
+        for (const auto& c : commands())
+          if (c.name == args[i + 2]) return std::cout << man_page(&c), 0;
+        std::cerr << "rocelab help man: no command '" << args[i + 2].substr(0, 32) << "'\n";
+        return kExitBadInput;
+      }
       if (i + 1 < args.size() && args[i + 1] == "kinds") return kinds_help(std::cout), 0;
       if (i + 1 < args.size())
         for (const auto& c : commands())
@@ -1402,6 +1452,7 @@ int main_entry(int argc, char** argv) {
   po::positional_options_description pos;
   if (cmd->args.rfind("KIND", 0) == 0) pos.add("kind", 1).add("target", 1).add("param", -1);
   else if (cmd->args.rfind("ACTION", 0) == 0) pos.add("action", 1).add("lab", 1).add("n", 1);
+  else if (cmd->args == "[SHELL]") pos.add("shell", 1);
   else if (cmd->args.rfind("show", 0) == 0) pos.add("what", -1);
   else if (cmd->args.find("SCENARIO") != std::string::npos) pos.add("scenario", 1);
   else if (cmd->args.rfind("RUN_DIR RUN_DIR", 0) == 0) pos.add("run_dirs", -1);

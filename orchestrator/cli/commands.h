@@ -35,6 +35,15 @@ std::function<void(double, const std::string&)> terminal_meter(bool& drew);
 // RUN_DIR/report.html written, its path printed; a failure is a warning (the run stands).
 void write_report_of(const std::string& run_dir);
 
+// Options that are a command's positional arguments (shown in its usage line, not listed).
+bool positional_option(const std::string& long_name);
+
+// Man pages and bash completion from this table (cli/docs.cc): `rocelab help man [COMMAND]`
+// (nullptr: rocelab(1)) and `rocelab completion bash`.
+std::string man_page(const Command* c);
+std::string bash_completion();
+int cmd_completion(const boost::program_options::variables_map& vm, const Globals& g);
+
 // `rocelab sweep ...` (cli/sweep.cc).
 void add_sweep_options(boost::program_options::options_description& d);
 int cmd_sweep(const boost::program_options::variables_map& vm, const Globals& g);

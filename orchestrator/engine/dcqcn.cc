@@ -56,6 +56,8 @@ DcqcnParams DcqcnParams::with(const model::DcqcnOverrides& o) const {
   if (o.rate_ai) p.r_ai = *o.rate_ai;
   if (o.rate_hai) p.r_hai = *o.rate_hai;
   if (o.rate_min) p.r_min = *o.rate_min;
+  if (o.rate_on_first_cnp) p.rate_on_first_cnp = *o.rate_on_first_cnp;
+  if (o.rpg_gd) p.rpg_gd = *o.rpg_gd;
   if (o.clamp_target) p.clamp_target = *o.clamp_target;
   if (o.clamp_target_after_timer) p.clamp_target_after_timer = *o.clamp_target_after_timer;
   if (o.notification_point) p.notification = *o.notification_point;

@@ -563,11 +563,70 @@ class Loader {
     if (auto v = m.take("rate_ai")) o.rate_ai = r_.rate(*v, Rate{0}, rmax);
     if (auto v = m.take("rate_hai")) o.rate_hai = r_.rate(*v, Rate{0}, rmax);
     if (auto v = m.take("rate_min")) o.rate_min = r_.rate(*v, rmin, rmax);
+    if (auto v = m.take("rate_on_first_cnp")) o.rate_on_first_cnp = r_.rate(*v, Rate{0}, rmax);
     if (auto v = m.take("clamp_target")) o.clamp_target = r_.boolean(*v);
     if (auto v = m.take("clamp_target_after_timer")) o.clamp_target_after_timer = r_.boolean(*v);
     if (auto v = m.take("notification_point")) o.notification_point = r_.boolean(*v);
     if (auto v = m.take("reaction_point")) o.reaction_point = r_.boolean(*v);
+    read_mlx5_dcqcn(m, o);
     m.done();
+  }
+
+  // The same parameters under the names an mlx5 NIC gives them (/sys/class/net/IF/ecn/roce_np
+  // and roce_rp, mlxreg), each in its unit there: a number as the NIC shows it, copied over.
+  template <class M>
+  void read_mlx5_dcqcn(M& m, DcqcnOverrides& o) {
+    auto us = [&](const char* key, std::optional<Duration>& out, int64_t lo) {
+      if (auto v = m.take(key)) {
+        if (out) r_.error(ErrorKind::kInconsistent, *v, v->path + ": set twice (under its rocelab name and its mlx5 name)");
+        else if (auto n = r_.integer(*v, lo, 1'000'000'000)) out = Duration{*n * 1000};
+      }
+    };
+    auto mbps = [&](const char* key, std::optional<Rate>& out, int64_t lo) {
+      if (auto v = m.take(key)) {
+        if (out) r_.error(ErrorKind::kInconsistent, *v, v->path + ": set twice (under its rocelab name and its mlx5 name)");
+        else if (auto n = r_.integer(*v, lo, 1'000'000'000)) out = Rate{uint64_t(*n) * 1'000'000};
+      }
+    };
+    auto fixed = [&](const char* key, std::optional<double>& out, int64_t lo, int64_t hi, auto convert) {
+      if (auto v = m.take(key)) {
+        if (out) r_.error(ErrorKind::kInconsistent, *v, v->path + ": set twice (under its rocelab name and its mlx5 name)");
+        else if (auto n = r_.integer(*v, lo, hi)) out = convert(double(*n));
+      }
+    };
+    us("min_time_between_cnps", o.cnp_interval, 0);  // roce_np, microseconds
+    us("dce_tcp_rtt", o.alpha_window, 1);             // roce_rp from here on
+    us("rate_reduce_monitor_period", o.reduce_period, 0);
+    us("rpg_time_reset", o.rate_timer, 1);
+    mbps("rpg_ai_rate", o.rate_ai, 0);
+    mbps("rpg_hai_rate", o.rate_hai, 0);
+    mbps("rpg_min_rate", o.rate_min, 1);
+    mbps("rate_to_set_on_first_cnp", o.rate_on_first_cnp, 0);
+    // Fixed point: alpha in 1/1024ths; dce_tcp_g is the share of the old alpha kept, 1/1024ths.
+    fixed("initial_alpha_value", o.initial_alpha, 0, 1023, [](double n) { return n / 1024; });
+    fixed("dce_tcp_g", o.g, 0, 1023, [](double n) { return (1024 - n) / 1024; });
+    fixed("rpg_min_dec_fac", o.max_cut, 1, 100, [](double n) { return 1 - n / 100; });  // percent of RC kept
+    if (auto v = m.take("rpg_byte_reset")) {
+      if (o.byte_counter) r_.error(ErrorKind::kInconsistent, *v, v->path + ": set twice (under its rocelab name and its mlx5 name)");
+      else if (auto n = r_.integer(*v, 0, int64_t{1} << 40)) o.byte_counter = Bytes{uint64_t(*n)};
+    }
+    if (auto v = m.take("rpg_threshold")) {
+      if (o.threshold) r_.error(ErrorKind::kInconsistent, *v, v->path + ": set twice (under its rocelab name and its mlx5 name)");
+      else if (auto n = r_.integer(*v, 1, 1000)) o.threshold = int(*n);
+    }
+    if (auto v = m.take("rpg_gd"))
+      if (auto n = r_.integer(*v, 0, 15)) o.rpg_gd = int(*n);  // cut = alpha / 2^(rpg_gd - 10)
+    if (auto v = m.take("clamp_tgt_rate")) {
+      if (auto n = r_.integer(*v, 0, 1)) o.clamp_target = *n == 1;
+    }
+    if (auto v = m.take("clamp_tgt_rate_after_time_inc")) {
+      if (auto n = r_.integer(*v, 0, 1)) o.clamp_target_after_timer = *n == 1;
+    }
+    for (const char* unmodelled : {"rpg_max_rate", "cnp_dscp", "cnp_802p_prio", "enable", "dce_tcp_g_initial"})
+      if (auto v = m.take(unmodelled))
+        r_.error(ErrorKind::kBadValue, *v,
+                 v->path + ": an mlx5 parameter rocelab does not model (the RP starts at line rate; CNPs go on "
+                           "priority 6 with DSCP 48, as NVIDIA's defaults put them; DCQCN is on or off by hosts.dcqcn)");
   }
 
   // hosts.rc: a preset name (nccl: NCCL's timeout 20, retry_cnt 7) or {timeout, retry_cnt}.

@@ -203,13 +203,15 @@ struct DcqcnOverrides {
   std::optional<double> g, initial_alpha, max_cut;
   std::optional<Bytes> byte_counter;
   std::optional<int> threshold;
-  std::optional<Rate> rate_ai, rate_hai, rate_min;
+  std::optional<Rate> rate_ai, rate_hai, rate_min, rate_on_first_cnp;
+  std::optional<int> rpg_gd;  // mlx5's cut factor: alpha / 2^(rpg_gd - 10)
   std::optional<bool> clamp_target, clamp_target_after_timer;
   std::optional<bool> notification_point, reaction_point;  // each end of DCQCN on or off
   bool empty() const {
     return !cnp_interval && !alpha_timer && !alpha_window && !rate_timer && !reduce_period && !g &&
            !initial_alpha && !max_cut && !byte_counter && !threshold && !rate_ai && !rate_hai && !rate_min &&
-           !clamp_target && !clamp_target_after_timer && !notification_point && !reaction_point;
+           !rate_on_first_cnp && !rpg_gd && !clamp_target && !clamp_target_after_timer && !notification_point &&
+           !reaction_point;
   }
 };
 

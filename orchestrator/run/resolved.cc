@@ -69,6 +69,8 @@ ordered_json dcqcn_json(const HostsConfig& h) {
   rate("rate_ai", o.rate_ai);
   rate("rate_hai", o.rate_hai);
   rate("rate_min", o.rate_min);
+  rate("rate_on_first_cnp", o.rate_on_first_cnp);
+  if (o.rpg_gd) j["rpg_gd"] = *o.rpg_gd;
   if (o.clamp_target) j["clamp_target"] = *o.clamp_target;
   if (o.clamp_target_after_timer) j["clamp_target_after_timer"] = *o.clamp_target_after_timer;
   if (o.notification_point) j["notification_point"] = *o.notification_point;

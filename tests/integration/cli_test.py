@@ -4,6 +4,7 @@
 Usage: cli_test.py --rocelab PATH --source REPO_DIR
 """
 import json
+import re
 import os
 import shutil
 import subprocess
@@ -73,6 +74,65 @@ class Cli(unittest.TestCase):
         self.assertEqual(r.returncode, 0)
         for cmd in ["validate", "graph", "run", "up", "down", "status", "doctor"]:
             self.assertIn(cmd, r.stdout)
+
+    def commands(self):
+        """Every command the general help lists."""
+        text = rocelab("--help").stdout.split("commands:\n", 1)[1].split("\n\n", 1)[0]
+        return [line.split()[0] for line in text.splitlines() if line.strip()]
+
+    def test_man_pages_say_what_help_says(self):
+        cmds = self.commands()
+        self.assertGreaterEqual(len(cmds), 18)
+        top = rocelab("help", "man")
+        self.assertEqual(top.returncode, 0, top.stderr)
+        self.assertTrue(top.stdout.startswith(".TH ROCELAB 1"))
+        for cmd in cmds:
+            with self.subTest(cmd=cmd):
+                self.assertIn(f"rocelab\\-{cmd.replace('-', chr(92) + '-')}(1)", top.stdout)
+                man = rocelab("help", "man", cmd)
+                self.assertEqual(man.returncode, 0, man.stderr)
+                plain = man.stdout.replace("\\-", "-").replace("\\e", "\\").replace("\\&", "")
+                self.assertIn(f".TH ROCELAB-{cmd.upper()} 1", man.stdout)
+                help_text = rocelab(cmd, "--help").stdout
+                usage, summary = help_text.splitlines()[0], help_text.splitlines()[2]
+                self.assertIn(summary.rstrip("."), plain)
+                options = help_text.split("\nexample:\n", 1)[0]  # its own options and the global ones
+                for opt in re.findall(r"^  (?:-\w \[ )?--([a-z][a-z0-9-]*)", options, re.M):
+                    self.assertIn(f"--{opt}", plain, f"{cmd}: --{opt} is in --help, not in the man page")
+                for line in help_text.split("\nexample:\n", 1)[1].strip().splitlines():
+                    self.assertIn(line.strip(), plain)
+        self.assertEqual(rocelab("help", "man", "frobnicate").returncode, 3)
+
+    def test_completion_offers_every_command_and_option(self):
+        r = rocelab("completion", "bash")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        script = self.write("rocelab.bash", r.stdout)
+        self.assertEqual(subprocess.run(["bash", "-n", script]).returncode, 0, "the script parses")
+
+        def complete(*words):
+            line = " ".join(words)
+            prog = (f"source {script}\nCOMP_WORDS=({line})\nCOMP_CWORD={len(words) - 1}\n_rocelab 2>/dev/null\n"
+                    'printf "%s\\n" "${COMPREPLY[@]}"\n')
+            out = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, timeout=30,
+                                 env=dict(os.environ, PATH=os.path.dirname(ROCELAB) + os.pathsep + os.environ["PATH"]))
+            return out.stdout.split()
+
+        cmds = self.commands()
+        self.assertEqual(sorted(complete("rocelab", "''")), sorted(cmds + ["help", "-v", "-j", "-h", "--help", "--version"]))
+        self.assertIn("run", complete("rocelab", "ru"))
+        self.assertIn("--scale", complete("rocelab", "run", "--sc"))
+        self.assertIn("--seeds", complete("rocelab", "sweep", "--se"))
+        self.assertEqual(sorted(complete("rocelab", "lab", "''")), ["check", "hint", "list", "reset", "solution", "start"])
+        self.assertIn("lossless-incast", complete("rocelab", "lab", "start", "''"))
+
+    def test_version_names_the_version_the_commit_and_the_kernel(self):
+        r = rocelab("--version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^rocelab \d+\.\d+\.\d+ \(commit [^)]+\) on Linux \S+: has .*netns")
+        j = json.loads(rocelab("--version", "-j").stdout)
+        self.assertEqual(j["kernel"], os.uname().release)
+        self.assertIn("netns", j["features"])
+        self.assertTrue(j["commit"])
 
     def test_resolved_json_round_trips(self):
         src = os.path.join(SOURCE, "scenarios", "rail-optimized.yaml")

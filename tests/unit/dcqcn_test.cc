@@ -128,6 +128,53 @@ TEST(Dcqcn, UnknownOrOutOfRangeParametersAreErrors) {
   ASSERT_EQ(e.size(), 1u);
 }
 
+// The gear's own words (issue 35): an mlx5 NIC's roce_np / roce_rp values, copied as the NIC
+// shows them, give the same parameters as their rocelab names. The NIC's own defaults over
+// the paper preset give exactly the nvidia preset.
+TEST(Dcqcn, Mlx5NamesInTheirOwnUnits) {
+  const std::string yaml =
+      "scale: 1000\nfabric: {type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 2}\n"
+      "hosts: {dcqcn: {preset: paper, min_time_between_cnps: 4, initial_alpha_value: 1023, dce_tcp_rtt: 1,\n"
+      "  dce_tcp_g: 1019, rate_reduce_monitor_period: 4, rpg_gd: 11, rpg_min_dec_fac: 50, rpg_time_reset: 300,\n"
+      "  rpg_byte_reset: 32767, rpg_threshold: 1, rpg_ai_rate: 5, rpg_hai_rate: 50, rpg_min_rate: 1,\n"
+      "  clamp_tgt_rate: 0, clamp_tgt_rate_after_time_inc: 1, rate_to_set_on_first_cnp: 0}}\n";
+  auto s = rocelab::testing::must_load(yaml);
+  auto p = DcqcnParams::preset_named("paper")->with(s.hosts.dcqcn_set);
+  auto n = *DcqcnParams::preset_named("nvidia");
+  EXPECT_EQ(p.cnp_interval, n.cnp_interval);
+  EXPECT_DOUBLE_EQ(p.initial_alpha, n.initial_alpha);
+  EXPECT_EQ(p.alpha_window, n.alpha_window);
+  EXPECT_DOUBLE_EQ(p.g, n.g);
+  EXPECT_EQ(p.reduce_period, n.reduce_period);
+  EXPECT_EQ(p.rpg_gd, n.rpg_gd);
+  EXPECT_DOUBLE_EQ(p.max_cut, n.max_cut);
+  EXPECT_EQ(p.rate_timer, n.rate_timer);
+  EXPECT_EQ(p.byte_counter, n.byte_counter);
+  EXPECT_EQ(p.threshold, n.threshold);
+  EXPECT_EQ(p.r_ai, n.r_ai);
+  EXPECT_EQ(p.r_hai, n.r_hai);
+  EXPECT_EQ(p.r_min, n.r_min);
+  EXPECT_EQ(p.clamp_target, n.clamp_target);
+  EXPECT_EQ(p.clamp_target_after_timer, n.clamp_target_after_timer);
+  EXPECT_EQ(p.rate_on_first_cnp, n.rate_on_first_cnp);
+  // The resolved dump says them in rocelab's names and units, and reloads to the same.
+  const std::string dumped = run::resolved_json(s).dump(2);
+  EXPECT_NE(dumped.find("\"rate_ai\": \"5Mbit/s\""), std::string::npos) << dumped;
+  EXPECT_EQ(run::resolved_json(rocelab::testing::must_load(dumped)).dump(2), dumped);
+}
+
+TEST(Dcqcn, Mlx5NamesRefuseTwoNamesForOneKnobAndWhatIsNotModelled) {
+  const std::string head = "scale: 1000\nfabric: {type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 2}\n";
+  auto e = rocelab::testing::errors_of(head + "hosts: {dcqcn: {rate_ai: 40M, rpg_ai_rate: 40}}\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("set twice"), std::string::npos) << e[0];
+  e = rocelab::testing::errors_of(head + "hosts: {dcqcn: {rpg_max_rate: 0}}\n");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0].find("does not model"), std::string::npos) << e[0];
+  e = rocelab::testing::errors_of(head + "hosts: {dcqcn: {dce_tcp_g: 1024}}\n");
+  ASSERT_EQ(e.size(), 1u);
+}
+
 TEST(NotificationPoint, AtMostOneCnpPerIntervalPerQp) {
   NotificationPoint np(50'000);
   EXPECT_TRUE(np.on_ce(1, 0));

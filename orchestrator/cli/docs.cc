@@ -1,0 +1,158 @@
+// `rocelab help man [COMMAND]` and `rocelab completion bash`: the man pages and the bash
+// completion, generated from the command table that --help prints, so they cannot drift
+// from it (issue 36; tests/integration/cli_test.py checks they agree).
+#include <fmt/format.h>
+
+#include <cctype>
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+
+namespace po = boost::program_options;
+
+namespace rocelab::cli {
+
+namespace {
+
+// roff: a backslash is \e, a line may not start with '.' or '\'', '-' in option names is \-.
+std::string roff(const std::string& text) {
+  std::string out;
+  bool line_start = true;
+  for (char c : text) {
+    if (line_start && (c == '.' || c == '\'')) out += "\\&";
+    if (c == '\\') out += "\\e";
+    else if (c == '-') out += "\\-";
+    else out += c;
+    line_start = c == '\n';
+  }
+  return out;
+}
+
+std::string header(const std::string& title, const std::string& name, const std::string& what) {
+  return fmt::format(".TH {} 1 \"\" \"rocelab {}\" \"rocelab manual\"\n.SH NAME\n{} \\- {}\n", title, ROCELAB_VERSION,
+                     roff(name), roff(what));
+}
+
+const char* kGlobalOptions =
+    ".SH GLOBAL OPTIONS\n.TP\n\\fB\\-v\\fR, \\fB\\-\\-verbose\\fR\ndebug logs\n.TP\n\\fB\\-j\\fR, \\fB\\-\\-json\\fR\n"
+    "JSON output\n.TP\n\\fB\\-h\\fR, \\fB\\-\\-help\\fR\nhelp\n";
+
+const char* kExitStatus =
+    ".SH EXIT STATUS\n.TP\n0\npass\n.TP\n1\nan expect: assertion failed\n.TP\n2\ninvalid run: the machine did not keep up "
+    "(the only one worth a retry, at 2 x D)\n.TP\n3\nbad input\n.TP\n4\nenvironment: a missing capability, not root\n"
+    ".TP\n5\ntestbed fault: a defect of rocelab or the kernel under it, never retried\n";
+
+// A command's options as --help lists them (`own` keeps them alive).
+std::vector<const po::option_description*> shown_options(const Command& c, po::options_description& own) {
+  c.options(own);
+  std::vector<const po::option_description*> out;
+  for (const auto& o : own.options())
+    if (!positional_option(o->long_name())) out.push_back(o.get());
+  return out;
+}
+
+}  // namespace
+
+std::string man_page(const Command* c) {
+  std::string m;
+  if (!c) {
+    m = header("ROCELAB", "rocelab", "lossless-fabric (RoCEv2) emulation testbed");
+    m += ".SH SYNOPSIS\n.B rocelab\n[\\fB\\-v\\fR] [\\fB\\-j\\fR] \\fICOMMAND\\fR [\\fIARGS\\fR]\n.br\n.B rocelab\n"
+         "\\fICOMMAND\\fR \\fB\\-\\-help\\fR\n.br\n.B rocelab \\-\\-version\n.SH DESCRIPTION\nrocelab builds leaf-spine, "
+         "rail-optimized and fat-tree fabrics out of network namespaces and veth pairs, gives them lossless-Ethernet "
+         "semantics with eBPF (priorities, ECN, 802.1Qbb PFC, shared buffers) and runs RoCEv2 workloads on emulated "
+         "GPU hosts. Scenarios are YAML files; a run ends in a report, assertions and an exit code.\n.SH COMMANDS\n";
+    for (const auto& cmd : commands())
+      m += fmt::format(".TP\n\\fB{}\\fR {}\n{} (rocelab\\-{}(1))\n", roff(cmd.name), roff(cmd.args), roff(cmd.summary),
+                       roff(cmd.name));
+    m += kGlobalOptions;
+    m += ".TP\n\\fB\\-\\-version\\fR\nthe version, the commit and this kernel's features\n";
+    m += kExitStatus;
+    m += ".SH SEE ALSO\n";
+    std::string see;
+    for (const auto& cmd : commands()) see += (see.empty() ? "" : ",\n") + fmt::format("rocelab\\-{}(1)", roff(cmd.name));
+    return m + see + "\n";
+  }
+  m = header("ROCELAB-" + [&] {
+    std::string up;
+    for (char ch : c->name) up += char(std::toupper(static_cast<unsigned char>(ch)));
+    return up;
+  }(), "rocelab-" + c->name, c->summary);
+  m += fmt::format(".SH SYNOPSIS\n.B rocelab {}\n[\\fIoptions\\fR] {}\n", roff(c->name), roff(c->args));
+  m += ".SH DESCRIPTION\n" + roff(c->summary) + ".\n.PP\n.nf\n" + roff(c->details) + "\n.fi\n";
+  po::options_description own;
+  const auto shown = shown_options(*c, own);
+  if (!shown.empty()) {
+    m += ".SH OPTIONS\n";
+    for (const auto* o : shown) {
+      const std::string param = o->semantic()->max_tokens() > 0 ? " \\fIARG\\fR" : "";
+      m += fmt::format(".TP\n\\fB\\-\\-{}\\fR{}\n{}\n", roff(o->long_name()), param, roff(o->description()));
+    }
+  }
+  m += kGlobalOptions;
+  m += ".SH EXAMPLES\n.nf\n" + roff(c->example) + "\n.fi\n";
+  m += kExitStatus;
+  return m + ".SH SEE ALSO\nrocelab(1)\n";
+}
+
+std::string bash_completion() {
+  std::string cmds, per_cmd, takes_value;
+  for (const auto& c : commands()) {
+    cmds += (cmds.empty() ? "" : " ") + c.name;
+    po::options_description own;
+    std::string opts;
+    for (const auto* o : shown_options(c, own)) {
+      opts += (opts.empty() ? "" : " ") + ("--" + o->long_name());
+      if (o->semantic()->max_tokens() > 0 && takes_value.find(" --" + o->long_name() + " ") == std::string::npos)
+        takes_value += " --" + o->long_name() + " ";
+    }
+    per_cmd += fmt::format("    {}) opts=\"{}\" ;;\n", c.name, opts);
+  }
+  std::string s = "# bash completion for rocelab; generated by `rocelab completion bash` from its command table.\n";
+  s += "_rocelab_instances() {\n  local f\n  for f in /run/rocelab/*.state; do [ -e \"$f\" ] && basename \"$f\" .state; done\n}\n";
+  s += "_rocelab_labs() {\n  rocelab lab list -j 2>/dev/null | sed -n 's/.*\"id\": *\"\\([^\"]*\\)\".*/\\1/p'\n}\n";
+  s += "_rocelab() {\n  local cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n";
+  s += fmt::format("  local commands=\"{}\" cmd=\"\" nargs=0 i opts\n", cmds);
+  s += "  for ((i = 1; i < COMP_CWORD; i++)); do\n    case \"${COMP_WORDS[i]}\" in\n      -*) ;;\n"
+       "      *) if [[ -z \"$cmd\" ]]; then cmd=\"${COMP_WORDS[i]}\"; else nargs=$((nargs + 1)); fi ;;\n    esac\n  done\n";
+  s += "  if [[ -z \"$cmd\" ]]; then\n    COMPREPLY=($(compgen -W \"$commands help -v -j -h --help --version\" -- \"$cur\"))\n"
+       "    return\n  fi\n";
+  s += "  case \"$prev\" in\n    --instance) COMPREPLY=($(compgen -W \"$(_rocelab_instances)\" -- \"$cur\")); return ;;\n"
+       "    --out|--dir|--labs|--junit|--output|-o) compopt -o filenames; COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n";
+  s += fmt::format("    {}) return ;;  # a value of its own\n  esac\n",
+                   [&] {
+                     std::string alt;
+                     std::istringstream in(takes_value);
+                     for (std::string w; in >> w;)
+                       if (w != "--instance" && w != "--out" && w != "--dir" && w != "--labs" && w != "--junit" &&
+                           w != "--output")
+                         alt += (alt.empty() ? "" : "|") + w;
+                     return alt.empty() ? std::string("--no-such-option") : alt;
+                   }());
+  s += "  if [[ \"$cur\" == -* ]]; then\n    case \"$cmd\" in\n" + per_cmd +
+       "      *) opts=\"\" ;;\n    esac\n    COMPREPLY=($(compgen -W \"$opts -v -j -h --help\" -- \"$cur\"))\n    return\n  fi\n";
+  s += "  case \"$cmd\" in\n"
+       "    help) COMPREPLY=($(compgen -W \"$commands metrics kinds man\" -- \"$cur\")) ;;\n"
+       "    down|status) COMPREPLY=($(compgen -W \"$(_rocelab_instances)\" -- \"$cur\")) ;;\n"
+       "    report|compare) compopt -o filenames; COMPREPLY=($(compgen -d -- \"$cur\")) ;;\n"
+       "    completion) COMPREPLY=($(compgen -W \"bash\" -- \"$cur\")) ;;\n"
+       "    lab) if ((nargs == 0)); then COMPREPLY=($(compgen -W \"list start check hint solution reset\" -- \"$cur\"))\n"
+       "         else COMPREPLY=($(compgen -W \"$(_rocelab_labs)\" -- \"$cur\")); fi ;;\n"
+       "    *) compopt -o filenames\n"
+       "       COMPREPLY=($(compgen -d -- \"$cur\") $(compgen -f -X '!*.@(yaml|yml|json)' -- \"$cur\")) ;;\n"
+       "  esac\n}\ncomplete -F _rocelab rocelab\n";
+  return s;
+}
+
+int cmd_completion(const po::variables_map& vm, const Globals&) {
+  const std::string shell = vm.count("shell") ? vm["shell"].as<std::string>() : "bash";
+  if (shell != "bash") {
+    std::cerr << "rocelab completion: '" << shell.substr(0, 32) << "': only bash is generated\n";
+    return 3;
+  }
+  std::cout << bash_completion();
+  return 0;
+}
+
+}  // namespace rocelab::cli
