@@ -39,13 +39,18 @@ using run::kExitPass;
 constexpr size_t kMaxWorkFile = 1u << 20;  // the learner's scenario, answer and grade
 
 // Where the track is: --labs, $ROCELAB_LABS, the source tree this binary was built from,
-// the installed copy; the first that holds a lab.
+// the installed copy; the first that exists.
 std::optional<std::string> labs_root(const po::variables_map& vm, std::string& tried) {
   std::vector<std::string> candidates;
   if (vm.count("labs")) candidates.push_back(vm["labs"].as<std::string>());
   else {
     if (const char* env = std::getenv("ROCELAB_LABS"); env && *env) candidates.push_back(env);
     candidates.push_back(ROCELAB_SOURCE_LABS);
+    // Installed: beside the binary's prefix (/usr/bin/rocelab -> /usr/share/rocelab/labs),
+    // whatever prefix the package or `cmake --install` used; then the configured one.
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) candidates.push_back((exe.parent_path().parent_path() / "share/rocelab/labs").string());
     candidates.push_back(ROCELAB_INSTALLED_LABS);
   }
   std::error_code ec;
