@@ -964,7 +964,9 @@ int cmd_perf(const po::variables_map& vm, const Globals& g) {
     }
   }
   if (engine == "rxe")
-    return run_perftest(*s, **t, {o.from, o.to, o.size, o.seconds > 0 ? o.seconds : 4, o.qps, g.json});
+    // --seconds, or by default 4 s (perftest's -D); --iters given alone: that many messages (-n).
+    return run_perftest(*s, **t, {o.from, o.to, o.size, o.seconds > 0 ? o.seconds : 4,
+                                  o.seconds > 0 || vm["iters"].defaulted() ? 0 : o.iterations, o.qps, g.json});
   if (s->hosts.engine == "rxe") {
     std::cerr << "rocelab perf: this fabric's hosts are rxe's (hosts.engine: rxe): --engine rxe\n";
     return kExitBadInput;
@@ -1242,9 +1244,10 @@ const std::vector<Command>& commands() {
        "physical figure) and what the engine counted: retransmissions, CNPs, bad ICRCs. The\n"
        "packets are real RoCEv2 on UDP 4791: capture them with tcpdump in a host namespace.\n"
        "With --engine rxe (a fabric up with hosts.engine: rxe), runs perftest's own ib_write_bw\n"
-       "between the two hosts' rxe devices for --seconds (default 4) and prints its table, then\n"
-       "what the switch port toward the responder carried over the steady middle of the run,\n"
-       "as wire and WRITE payload Gb/s, and their ratio to ib_write_bw's average.",
+       "between the two hosts' rxe devices for --seconds (default 4), or --iters messages, and\n"
+       "prints its table, then what the switch port toward the responder carried over the\n"
+       "window ib_write_bw measures, as wire and WRITE payload Gb/s, and their ratio to\n"
+       "ib_write_bw's average; with --iters also every byte the messages put on the wire.",
        "sudo rocelab up scenarios/quickstart.yaml\n"
        "  sudo rocelab perf scenarios/quickstart.yaml --from host1 --to host2 --size 64KiB --iters 500\n"
        "  sudo rocelab perf scenarios/quickstart.yaml --from host1 --to host2 --verb send --qps 4 --seconds 3 -j",
