@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(
   build-essential cmake pkg-config ninja-build
   clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev libdeflate-dev
-  libnl-3-dev libnl-route-3-dev libpcap-dev prometheus-cpp-dev libibverbs-dev
+  libnl-3-dev libnl-route-3-dev libpcap-dev libssl-dev prometheus-cpp-dev libibverbs-dev
   libboost-program-options-dev libspdlog-dev libfmt-dev libyaml-cpp-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev
   iproute2 python3 tcpdump tshark

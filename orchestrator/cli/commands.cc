@@ -3,6 +3,8 @@
 // 4 environment, 5 testbed fault). The only place exceptions are caught.
 #include "cli/commands.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -13,6 +15,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
 #include <cmath>
 #include <atomic>
 #include <cstdio>
@@ -80,7 +85,50 @@ void add_split_options(po::options_description& d, bool run) {
       "among them, on an interface whose MTU carries the links' + 50)");
   if (run)
     d.add_options()("part-wait", po::value<double>(),
-                    "with --part: seconds to wait for the other parts to start and to come up (default 300)");
+                    "with --part: seconds to wait for the other parts to start and to come up (default 300)")(
+        "run-key", po::value<std::string>(),
+        "with --part: a file holding the run's secret (16 bytes or more, readable by its owner alone; "
+        "or $ROCELAB_RUN_KEY): every part signs its rendezvous frames with it, and a connection that cannot "
+        "is closed, whatever address it comes from. Make one with: head -c 32 /dev/urandom | base64 > key; "
+        "chmod 600 key");
+}
+
+// The split run's key: --run-key FILE, else $ROCELAB_RUN_KEY; empty when neither (the
+// rendezvous then trusts addresses alone). nullopt after saying what is wrong with it.
+std::optional<std::string> run_key(const po::variables_map& vm) {
+  auto bad = [](const std::string& what) {
+    std::cerr << "rocelab run: " << what << "\n";
+    return std::nullopt;
+  };
+  std::string key;
+  if (vm.count("run-key")) {
+    const std::string path = vm["run-key"].as<std::string>();
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0) {
+      if (fd >= 0) close(fd);
+      return bad("--run-key " + path + ": " + std::strerror(errno));
+    }
+    std::string why;
+    if (!S_ISREG(st.st_mode)) why = "not a regular file";
+    else if (st.st_mode & 077) why = "readable or writable by others than its owner (chmod 600 it)";
+    else if (st.st_uid != geteuid()) why = "owned by another user";
+    else if (st.st_size > 4096) why = "larger than 4 KiB: a key, not a document";
+    char buf[4097];
+    const ssize_t n = why.empty() ? read(fd, buf, sizeof buf) : 0;
+    close(fd);
+    if (!why.empty()) return bad("--run-key " + path + ": " + why);
+    if (n < 0) return bad("--run-key " + path + ": " + std::strerror(errno));
+    key.assign(buf, size_t(n));
+  } else if (const char* env = std::getenv("ROCELAB_RUN_KEY")) {
+    key = env;
+  } else {
+    return std::string();
+  }
+  while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();  // echo's newline
+  if (key.size() < 16)
+    return bad(std::string(vm.count("run-key") ? "--run-key" : "ROCELAB_RUN_KEY") + ": a run key is 16 bytes or more");
+  return key;
 }
 
 // --part I/M with --peers ADDR0,ADDR1,...: one machine's share of a split fabric; nullopt
@@ -332,8 +380,14 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
       }
       opts.split_wait_ms = int64_t(w * 1000);
     }
-  } else if (vm.count("part-wait")) {
-    std::cerr << "rocelab run: --part-wait goes with --part\n";
+    auto key = run_key(vm);
+    if (!key) return kExitBadInput;
+    opts.run_key = std::move(*key);
+    if (opts.run_key.empty())
+      std::cerr << "rocelab run: no run key: the rendezvous trusts the --peers addresses alone (whoever sends from "
+                   "one may join); give every part --run-key FILE or ROCELAB_RUN_KEY (docs/multi-machine.md)\n";
+  } else if (vm.count("part-wait") || vm.count("run-key")) {
+    std::cerr << "rocelab run: --part-wait and --run-key go with --part\n";
     return kExitBadInput;
   }
   if (vm.count("vm")) return run_vm(vm, *s);  // the guest chooses its own D for `scale: auto`

@@ -147,10 +147,11 @@ Status join_phase(RunContext& c) {
     c.faults_here.push_back(*h);
   }
   const std::string hub = model::format_ipv4(sp.underlay.at(0)) + ":" + std::to_string(sys::kRendezvousPort);
-  auto r = sys::Rendezvous::open(sp.index, sp.parts, hub, sp.underlay);
+  auto r = sys::Rendezvous::open(sp.index, sp.parts, hub, sp.underlay, c.opts.run_key);
   if (!r) return r.error();
   c.parts = std::move(*r);
-  spdlog::info("part {} of {}: meeting the other parts at {} (TCP)", sp.index, sp.parts, hub);
+  spdlog::info("part {} of {}: meeting the other parts at {} (TCP, {})", sp.index, sp.parts, hub,
+               c.opts.run_key.empty() ? "frames unsigned: no run key" : "frames signed with the run key");
   const std::string mine = split_fingerprint(c.s, sp.parts);
   auto all = c.parts->exchange("hello", mine, c.opts.split_wait_ms, c.opts.cancel);
   if (!all) return all.error();
@@ -645,7 +646,10 @@ RunReport report(RunContext& c) {
     if (!c.link_delay.is_null()) res["link_delay"] = c.link_delay;
     if (c.opts.split)
       res["split"] = {{"part", c.opts.split->index}, {"parts", c.opts.split->parts},
-                      {"rendezvous", model::format_ipv4(c.opts.split->underlay.at(0)) + ":" + std::to_string(sys::kRendezvousPort)}};
+                      {"rendezvous", model::format_ipv4(c.opts.split->underlay.at(0)) + ":" + std::to_string(sys::kRendezvousPort)},
+                      {"signed", !c.opts.run_key.empty()},
+                      {"strays", c.parts ? c.parts->strays() : 0},
+                      {"last_stray", c.parts ? c.parts->last_stray() : ""}};
     res["phases"] = c.phases;
     res["notes"] = rep.notes;
     res["metrics"] = metrics_json(c.metrics);

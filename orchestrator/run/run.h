@@ -27,10 +27,11 @@ struct RunOptions {
   // docs/multi-machine.md): its share of the fabric, faults and QP ends. The parts meet at a
   // rendezvous on part 0's underlay address, and each reports the whole run.
   std::optional<fabric::UpOptions::Split> split;
-  int64_t split_wait_ms = 300'000;
+  int64_t split_wait_ms = 300'000;  // how long a part waits for the others to start, and to come up
+  std::string run_key;              // the secret every part signs its rendezvous frames with (empty: none)
   // This run repeats an invalid one (exit 2) at another D, and why: results.json and the
   // JUnit carry it, so a CI report shows every retry.
-  std::string retry_of;  // how long a part waits for the others to start, and to come up
+  std::string retry_of;
 };
 
 struct RunReport {

@@ -6,6 +6,10 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +18,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 namespace rocelab::sys {
 
@@ -21,6 +26,9 @@ namespace {
 
 constexpr const char* kAbort = "!abort";
 constexpr const char* kHello = "!hello";
+constexpr const char* kChallenge = "!challenge";  // keyed: the hub's first frame, the connection's nonce
+constexpr size_t kNonceBytes = 16;
+constexpr size_t kMacBytes = 32;                  // HMAC-SHA256
 constexpr uint32_t kMaxFrame = 256u << 20;  // after hello: a part's figures of the largest fabrics fit
 constexpr uint32_t kMaxHelloFrame = 256;    // before hello: the hello itself is ~30 bytes
 constexpr int64_t kHelloNs = 5'000'000'000;  // a connection that has not said hello by then is dropped
@@ -66,7 +74,7 @@ uint32_t get32(const std::string& s, size_t at) {
 }  // namespace
 
 Result<std::unique_ptr<Rendezvous>> Rendezvous::open(size_t index, size_t parts, const std::string& hub,
-                                                     std::vector<uint32_t> peers) {
+                                                     std::vector<uint32_t> peers, std::string key) {
   if (parts < 2 || index >= parts) return error(Errc::kBadInput, "a rendezvous needs two parts or more and an index below them");
   if (peers.size() != parts) return error(Errc::kBadInput, "a rendezvous needs every part's address");
   const size_t colon = hub.rfind(':');
@@ -82,6 +90,7 @@ Result<std::unique_ptr<Rendezvous>> Rendezvous::open(size_t index, size_t parts,
   r->hub_addr_ = ntohl(a.s_addr);
   r->hub_port_ = uint16_t(port);
   r->peers_ = std::move(peers);
+  r->key_ = std::move(key);
   if (index != 0) {
     r->conns_.emplace_back();
     r->queue(r->conns_[0], kHello, {std::to_string(index)});  // sent once connected
@@ -151,8 +160,54 @@ void Rendezvous::queue(Conn& c, const std::string& tag, const std::vector<std::s
     put32(body, uint32_t(f.size()));
     body += f;
   }
+  seal(c, body);
+}
+
+// Unkeyed: u32 length and the body. Keyed: the same and the body's HMAC; a spoke holds its
+// frames until the hub's challenge gives the connection its nonce.
+void Rendezvous::seal(Conn& c, const std::string& body) {
+  if (!key_.empty() && c.nonce.empty()) {
+    c.held.push_back(body);
+    return;
+  }
   put32(c.out, uint32_t(body.size()));
   c.out += body;
+  if (!key_.empty()) c.out += mac(c, index_ == 0, c.seq_out++, body);
+}
+
+// HMAC-SHA256 under the run key of the connection's nonce, the direction, the frame's
+// sequence number in that direction and its body.
+std::string Rendezvous::mac(const Conn& c, bool from_hub, uint64_t seq, const std::string& body) const {
+  std::string msg = "rocelab rendezvous 1";
+  msg += c.nonce;
+  msg += from_hub ? 'h' : 's';
+  for (int i = 7; i >= 0; --i) msg += char((seq >> (8 * i)) & 0xff);
+  msg += body;
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), key_.data(), int(key_.size()), reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), md, &n);
+  return std::string(reinterpret_cast<const char*>(md), n);
+}
+
+// Spoke, keyed: the hub's first frame is its challenge, signed with the nonce it carries.
+// false (and the reason in aborted_) when it is not, or not signed with this part's key.
+bool Rendezvous::take_challenge(Conn& c, const std::string& body, const std::string& tag, const std::string& sig) {
+  std::string why;
+  if (tag != kChallenge) {
+    why = "part 0 (" + hub_ + ") runs without a run key and this part has one: give every part the same key";
+  } else {
+    c.nonce = body.substr(body.size() - kNonceBytes);
+    if (CRYPTO_memcmp(mac(c, true, 0, body).data(), sig.data(), kMacBytes) != 0)
+      why = "part 0 (" + hub_ + ")'s challenge is not signed with this part's run key: give every part the same key";
+  }
+  if (!why.empty()) {
+    if (aborted_.empty()) aborted_ = why;
+    c.nonce.clear();
+    return false;
+  }
+  c.seq_in = 1;
+  for (const auto& b : std::exchange(c.held, {})) seal(c, b);
+  return true;
 }
 
 bool Rendezvous::write_to(Conn& c) {
@@ -190,13 +245,25 @@ void Rendezvous::take_frames(Conn& c) {
       if (c.fd >= 0 && pos) c.in.erase(0, pos);
     }
   } consume{c, pos};
+  const size_t sig_bytes = key_.empty() ? 0 : kMacBytes;
   while (c.fd >= 0 && c.in.size() - pos >= 4) {
     const uint32_t len = get32(c.in, pos);
     if (index_ == 0 && c.part == SIZE_MAX && len > kMaxHelloFrame) return stray(c, "a first frame of " + std::to_string(len) + " bytes, not a hello");
     if (len > kMaxFrame || len < 8) return lost(c);
-    if (c.in.size() - pos < 4 + size_t(len)) return;
+    if (c.in.size() - pos < 4 + size_t(len) + sig_bytes) return;
     const std::string body = c.in.substr(pos + 4, len);
-    pos += 4 + size_t(len);
+    const std::string sig = c.in.substr(pos + 4 + len, sig_bytes);
+    pos += 4 + size_t(len) + sig_bytes;
+    if (sig_bytes && !c.nonce.empty()) {
+      if (CRYPTO_memcmp(mac(c, index_ != 0, c.seq_in, body).data(), sig.data(), kMacBytes) != 0) {
+        if (c.part == SIZE_MAX && index_ == 0) return stray(c, "a frame not signed with the run key");
+        if (aborted_.empty())
+          aborted_ = "a frame from " + (index_ == 0 ? "part " + std::to_string(c.part) : "part 0 (" + hub_ + ")") +
+                     " is not signed with the run key (altered on the way?)";
+        return lost(c);
+      }
+      ++c.seq_in;
+    }
     size_t at = 0;
     auto field = [&](std::string& out) {
       if (at + 4 > body.size() || at + 4 + get32(body, at) > body.size()) return false;
@@ -211,6 +278,18 @@ void Rendezvous::take_frames(Conn& c) {
     std::vector<std::string> data(std::min<uint32_t>(count, uint32_t(parts_ + 1)));
     for (auto& d : data)
       if (!field(d)) return lost(c);
+    if (index_ != 0 && sig_bytes && c.nonce.empty()) {  // the hub's challenge comes first
+      if (data.size() != 1 || data[0].size() != kNonceBytes || !take_challenge(c, body, tag, sig)) {
+        if (aborted_.empty()) aborted_ = "part 0 (" + hub_ + ")'s first frame is no challenge";
+        return lost(c);
+      }
+      continue;
+    }
+    if (index_ != 0 && !sig_bytes && tag == kChallenge) {
+      if (aborted_.empty())
+        aborted_ = "part 0 (" + hub_ + ") asks for a run key (--run-key FILE or ROCELAB_RUN_KEY) and this part has none";
+      return lost(c);
+    }
     on_frame(c, tag, std::move(data));
   }
 }
@@ -276,7 +355,9 @@ void Rendezvous::stray(Conn& c, const std::string& why) {
   c.out.clear();
 }
 
-// Hub: takes the connections waiting, each only from a part's address and while few wait.
+// Hub: takes the connections waiting, each only from a part's address. When too many wait
+// for their hello the oldest goes: a flood of idle connections cannot keep a part out, it
+// would have to outpace the part's own hello (sent the moment it connects, or is challenged).
 void Rendezvous::accept_parts() {
   for (;;) {
     sockaddr_in from{};
@@ -286,16 +367,28 @@ void Rendezvous::accept_parts() {
     Conn c{fd};
     c.src = ntohl(from.sin_addr.s_addr);
     c.since_ns = now_ns();
-    const bool a_part = std::find(peers_.begin() + 1, peers_.end(), c.src) != peers_.end();
-    const size_t waiting = size_t(std::count_if(conns_.begin(), conns_.end(),
-                                                [](const Conn& o) { return o.fd >= 0 && o.part == SIZE_MAX; }));
-    if (!a_part || waiting >= kMaxWaiting) {
-      stray(c, a_part ? "too many connections waiting for their hello" : "not the address of any part (--peers)");
+    if (std::find(peers_.begin() + 1, peers_.end(), c.src) == peers_.end()) {
+      stray(c, "not the address of any part (--peers)");
       continue;
     }
+    std::vector<Conn*> waiting;
+    for (Conn& o : conns_)
+      if (o.fd >= 0 && o.part == SIZE_MAX) waiting.push_back(&o);
+    if (waiting.size() >= kMaxWaiting)
+      stray(**std::min_element(waiting.begin(), waiting.end(), [](const Conn* a, const Conn* b) { return a->since_ns < b->since_ns; }),
+            "too many connections waiting for their hello: the oldest goes");
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     keepalive(fd);
+    if (!key_.empty()) {  // the challenge: this connection's nonce, and the first frame it gets
+      c.nonce.resize(kNonceBytes);
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(c.nonce.data()), int(kNonceBytes)) != 1) {
+        stray(c, "no random bytes for its challenge");
+        continue;
+      }
+      queue(c, kChallenge, {c.nonce});
+      (void)write_to(c);
+    }
     // A slot of a connection gone is reused: the list stays as long as the parts.
     auto free = std::find_if(conns_.begin(), conns_.end(), [](const Conn& o) { return o.fd < 0; });
     if (free != conns_.end()) *free = std::move(c);
@@ -307,6 +400,15 @@ void Rendezvous::accept_parts() {
 // hub, a connection that never said hello is not a part's: it only goes.
 void Rendezvous::lost(Conn& c) {
   if (index_ == 0 && c.part == SIZE_MAX) return stray(c, "closed before its hello");
+  if (index_ != 0 && !key_.empty() && c.nonce.empty() && aborted_.empty()) {
+    // Closed before the hub's challenge (it let a flood's oldest go, or was not ready):
+    // nothing of this part's was sent yet; connect again.
+    if (c.fd >= 0) close(c.fd);
+    c.fd = -1;
+    c.in.clear();
+    c.out.clear();
+    return;
+  }
   if (aborted_.empty())
     aborted_ = index_ == 0 ? (c.part == SIZE_MAX ? "a connection to the rendezvous broke before it said its part"
                                                  : "part " + std::to_string(c.part) + " closed its connection (it stopped)")
@@ -382,7 +484,9 @@ Result<std::optional<std::vector<std::string>>> Rendezvous::offer(const std::str
 }
 
 std::string Rendezvous::missing(const std::string& tag) const {
-  if (index_ != 0) return "part 0 (" + hub_ + ")";
+  if (index_ != 0)
+    return "part 0 (" + hub_ + ")" +
+           (!key_.empty() && conns_[0].nonce.empty() ? ", which has not challenged this part (does it run with the run key?)" : "");
   std::string out;
   auto it = pending_.find(tag);
   for (size_t p = 1; p < parts_; ++p)

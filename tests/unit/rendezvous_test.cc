@@ -8,6 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <poll.h>
+
 #include <cstring>
 
 #include <chrono>
@@ -151,6 +155,190 @@ TEST(Rendezvous, BadArgumentsAndABusyPortAreErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+const std::string kKey = "a run key of thirty-two bytes...";
+
+void put32(std::string& s, uint32_t v) {
+  v = htonl(v);
+  s.append(reinterpret_cast<const char*>(&v), 4);
+}
+
+// A frame's body as the rendezvous lays it out: tag, count, each datum (u32 length first).
+std::string body_of(const std::string& tag, const std::vector<std::string>& data) {
+  std::string b;
+  put32(b, uint32_t(tag.size()));
+  b += tag;
+  put32(b, uint32_t(data.size()));
+  for (const auto& d : data) {
+    put32(b, uint32_t(d.size()));
+    b += d;
+  }
+  return b;
+}
+
+// A frame signed as the wire format says (docs/multi-machine.md), written here from that
+// description: HMAC-SHA256 under the key of "rocelab rendezvous 1", the nonce, 's' (a
+// spoke's) or 'h', the 64-bit sequence number, the body.
+std::string signed_frame(const std::string& key, const std::string& nonce, char dir, uint64_t seq, const std::string& body) {
+  std::string msg = "rocelab rendezvous 1" + nonce + dir;
+  for (int i = 7; i >= 0; --i) msg += char(seq >> (8 * i));
+  msg += body;
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  HMAC(EVP_sha256(), key.data(), int(key.size()), reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), md, &n);
+  std::string out;
+  put32(out, uint32_t(body.size()));
+  return out + body + std::string(reinterpret_cast<const char*>(md), n);
+}
+
+int connect_from(uint32_t src, const std::string& hub_at) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in own{};
+  own.sin_family = AF_INET;
+  own.sin_addr.s_addr = htonl(src);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&own), sizeof own), 0) << std::strerror(errno);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(uint16_t(std::stoi(hub_at.substr(hub_at.rfind(':') + 1))));
+  to.sin_addr.s_addr = htonl(0x7f000001);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0) << std::strerror(errno);
+  return fd;
+}
+
+// Reads `n` bytes from `fd` while pumping the hub; empty when they do not come in time.
+std::string read_pumping(int fd, size_t n, Rendezvous& hub) {
+  std::string got;
+  for (int i = 0; i < 400 && got.size() < n; ++i) {
+    (void)hub.offer("tick", "x");
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 5) == 1) {
+      char buf[4096];
+      const ssize_t k = read(fd, buf, std::min(sizeof buf, n - got.size()));
+      if (k <= 0) break;
+      got.append(buf, size_t(k));
+    }
+  }
+  return got.size() == n ? got : std::string();
+}
+
+// The hub's challenge on a fresh connection: its nonce (the frame's last datum).
+std::string challenge_nonce(int fd, Rendezvous& hub) {
+  const std::string len = read_pumping(fd, 4, hub);
+  if (len.size() != 4) return {};
+  uint32_t n;
+  std::memcpy(&n, len.data(), 4);
+  const std::string rest = read_pumping(fd, ntohl(n) + 32, hub);
+  return rest.size() < 48 ? std::string() : rest.substr(ntohl(n) - 16, 16);
+}
+
+}  // namespace
+
+// With a run key, parts exchange as without one; a connection from a part's own address
+// that cannot sign (an impostor hello, an abort, 10 MB of tiny frames, a flood of idle
+// connections past the waiting limit) is closed and counted, and the real part gets in.
+TEST(Rendezvous, WithARunKeyOnlyPartsThatSignGetIn) {
+  const std::string hub_at = hub_address(7);
+  const std::vector<uint32_t> peers{0x7f000001, 0x7f000002};
+  auto hub = Rendezvous::open(0, 2, hub_at, peers, kKey);
+  ASSERT_TRUE(hub) << hub.error().what;
+  std::vector<int> fds;
+  for (int i = 0; i < 12; ++i) fds.push_back(connect_from(0x7f000002, hub_at));  // idle: more than may wait
+  const int impostor = connect_from(0x7f000002, hub_at);
+  ASSERT_EQ(challenge_nonce(impostor, **hub).size(), 16u);
+  std::string unsigned_hello;
+  put32(unsigned_hello, uint32_t(body_of("!hello", {"1"}).size()));
+  unsigned_hello += body_of("!hello", {"1"}) + std::string(32, 'x') + body_of("!abort", {"stop"});
+  (void)!write(impostor, unsigned_hello.data(), unsigned_hello.size());
+  const int flood = connect_from(0x7f000002, hub_at);
+  std::string tiny;
+  while (tiny.size() < (10u << 20)) tiny += std::string("\0\0\0\x08\0\0\0\0\0\0\0\0", 12);
+  (void)!send(flood, tiny.data(), tiny.size(), MSG_DONTWAIT);
+  for (int i = 0; i < 40; ++i) {
+    (void)(*hub)->offer("tick", "x");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE((*hub)->strays(), 6u) << (*hub)->last_stray();
+  auto spoke = Rendezvous::open(1, 2, hub_at, peers, kKey);
+  ASSERT_TRUE(spoke);
+  std::thread t([&] {
+    auto r = (*spoke)->exchange("figures", "part 1", 10'000);
+    EXPECT_TRUE(r) << (r ? "" : r.error().what);
+  });
+  auto all = (*hub)->exchange("figures", "part 0", 10'000);
+  t.join();
+  ASSERT_TRUE(all) << all.error().what;
+  EXPECT_EQ((*all)[1], "part 1");
+  for (int fd : fds) close(fd);
+  close(impostor);
+  close(flood);
+}
+
+// The signature binds the connection's nonce and the frame's place: a hello signed for
+// another connection's nonce (a recording replayed) or out of sequence is a stray; signed
+// as the format says, it is part 1, and the hub answers it signed.
+TEST(Rendezvous, ASignatureHoldsOnlyForItsConnectionAndPlace) {
+  const std::string hub_at = hub_address(8);
+  const std::vector<uint32_t> peers{0x7f000001, 0x7f000002};
+  auto hub = Rendezvous::open(0, 2, hub_at, peers, kKey);
+  ASSERT_TRUE(hub) << hub.error().what;
+  const std::string hello = body_of("!hello", {"1"});
+  const int replay = connect_from(0x7f000002, hub_at);
+  const std::string recorded = challenge_nonce(replay, **hub);
+  ASSERT_EQ(recorded.size(), 16u);
+  const int second = connect_from(0x7f000002, hub_at);
+  const std::string nonce2 = challenge_nonce(second, **hub);
+  ASSERT_EQ(nonce2.size(), 16u);
+  EXPECT_NE(recorded, nonce2) << "each connection its own nonce";
+  const size_t before = (*hub)->strays();
+  const std::string wrong_nonce = signed_frame(kKey, recorded, 's', 0, hello);
+  (void)!write(second, wrong_nonce.data(), wrong_nonce.size());
+  const int third = connect_from(0x7f000002, hub_at);
+  const std::string nonce3 = challenge_nonce(third, **hub);
+  const std::string wrong_seq = signed_frame(kKey, nonce3, 's', 1, hello);
+  (void)!write(third, wrong_seq.data(), wrong_seq.size());
+  for (int i = 0; i < 20; ++i) {
+    (void)(*hub)->offer("tick", "x");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ((*hub)->strays(), before + 2) << (*hub)->last_stray();
+  EXPECT_NE((*hub)->last_stray().find("not signed with the run key"), std::string::npos) << (*hub)->last_stray();
+  // On the first connection, signed right: hello (0) and the figures (1).
+  const std::string good = signed_frame(kKey, recorded, 's', 0, hello) +
+                           signed_frame(kKey, recorded, 's', 1, body_of("figures", {"part 1, by hand"}));
+  (void)!write(replay, good.data(), good.size());
+  auto all = (*hub)->exchange("figures", "part 0", 5'000);
+  ASSERT_TRUE(all) << all.error().what;
+  EXPECT_EQ((*all)[1], "part 1, by hand");
+  const std::string answer = signed_frame(kKey, recorded, 'h', 1, body_of("figures", *all));
+  EXPECT_EQ(read_pumping(replay, answer.size(), **hub), answer) << "the hub's answer, signed (its challenge was 0)";
+  for (int fd : {replay, second, third}) close(fd);
+}
+
+// Parts that do not share a key stop at once and say so, instead of waiting out --part-wait.
+TEST(Rendezvous, PartsWithoutTheSameKeySaySo) {
+  {
+    auto hub = Rendezvous::open(0, 2, hub_address(9), loopback(2), kKey);
+    auto spoke = Rendezvous::open(1, 2, hub_address(9), loopback(2), "another key, also long enough");
+    ASSERT_TRUE(hub && spoke);
+    std::thread t([&] { (void)(*hub)->exchange("x", "", 1'500); });
+    auto r = (*spoke)->exchange("x", "", 10'000);
+    t.join();
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().what.find("challenge is not signed with this part's run key"), std::string::npos) << r.error().what;
+  }
+  {
+    auto hub = Rendezvous::open(0, 2, hub_address(10), loopback(2), kKey);
+    auto spoke = Rendezvous::open(1, 2, hub_address(10), loopback(2));
+    ASSERT_TRUE(hub && spoke);
+    std::thread t([&] { (void)(*hub)->exchange("x", "", 1'500); });
+    auto r = (*spoke)->exchange("x", "", 10'000);
+    t.join();
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().what.find("asks for a run key"), std::string::npos) << r.error().what;
+  }
+}
 
 // A stray connection (a port scan's connect-and-close, an HTTP request, a huge length prefix,
 // an impostor's hello, an abort from nobody) is closed and counted; the parts' exchange goes
