@@ -387,7 +387,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
       std::cerr << "rocelab run: no run key: the rendezvous trusts the --peers addresses alone (whoever sends from "
                    "one may join); give every part --run-key FILE or ROCELAB_RUN_KEY (docs/multi-machine.md)\n";
   } else if (vm.count("part-wait") || vm.count("run-key")) {
-    std::cerr << "rocelab run: --part-wait and --run-key go with --part\n";
+    std::cerr << "rocelab run: " << (vm.count("part-wait") ? "--part-wait" : "--run-key") << " goes with --part\n";
     return kExitBadInput;
   }
   if (vm.count("vm")) return run_vm(vm, *s);  // the guest chooses its own D for `scale: auto`
@@ -1139,7 +1139,7 @@ const std::vector<Command>& commands() {
        "results.json says the class and the reason (\"class\", \"reason\").",
        "rocelab run scenarios/quickstart.yaml\n  rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml\n"
        "  rocelab run --scale 2000 scenarios/incast-dcqcn.yaml   # half the emulated rates\n"
-       "  sudo rocelab run --part 1/2 --peers 10.9.0.1,10.9.0.2 scenarios/quickstart.yaml   # machine 1 of 2",
+       "  sudo rocelab run --part 1/2 --peers 10.9.0.1,10.9.0.2 --run-key run.key scenarios/quickstart.yaml   # machine 1 of 2",
        [](po::options_description& d) {
          d.add_options()("out", po::value<std::string>(), "run directory (default runs/NAME-TIMESTAMP)")(
              "model-only", "make no fabric: evaluate the model's metrics and assertions only (no root needed)")(

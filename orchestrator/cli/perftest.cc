@@ -171,6 +171,30 @@ double perftest_window_rate(const std::vector<std::pair<double, uint64_t>>& samp
   return (bytes_at(samples, hi) - bytes_at(samples, lo)) * 8 / span;
 }
 
+// The port's transmitted bytes every 20 ms while process `pid` runs, each stamped (seconds
+// from the first) at the middle of its read. Past `limit` (a perftest that hangs: a QP never
+// connects) the process is killed; it is the caller's to reap.
+std::vector<std::pair<double, uint64_t>> sample_port(fabric::Testbed& t, const fabric::PortRef& port, pid_t pid,
+                                                     std::chrono::seconds limit) {
+  std::vector<std::pair<double, uint64_t>> samples;
+  const auto t0 = Clock::now();
+  for (int st = 0; waitpid(pid, &st, WNOHANG) == 0;) {
+    if (Clock::now() > t0 + limit) {
+      kill(pid, SIGKILL);  // ours, not reaped yet
+      break;
+    }
+    const auto before = Clock::now();
+    auto c = t.counters({port});
+    if (c && !c->empty()) {
+      uint64_t bytes = 0;
+      for (const auto& p : c->front().prio) bytes += p.c.tx_bytes;
+      samples.emplace_back(std::chrono::duration<double>(before - t0 + (Clock::now() - before) / 2).count(), bytes);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return samples;
+}
+
 }  // namespace
 
 int run_perftest(const model::Scenario& s, fabric::Testbed& t, const PerftestOptions& o) {
@@ -224,26 +248,7 @@ int run_perftest(const model::Scenario& s, fabric::Testbed& t, const PerftestOpt
     std::cerr << "rocelab perf: " << why << "\n";
     return run::kExitEnvironment;
   }
-  // The port's transmitted bytes every 20 ms while the client runs, each stamped at the
-  // middle of its read.
-  std::vector<std::pair<double, uint64_t>> samples;
-  const auto t0 = Clock::now();
-  // Its duration and a minute more: a perftest that hangs (a QP never connects) is stopped.
-  const auto deadline = t0 + std::chrono::seconds((duration ? duration : 600) + 60);
-  for (int st = 0; waitpid(client->pid, &st, WNOHANG) == 0;) {
-    if (Clock::now() > deadline) {
-      kill(client->pid, SIGKILL);  // ours, not reaped yet: finish() reaps it
-      break;
-    }
-    const auto before = Clock::now();
-    auto c = t.counters({*port});
-    if (c && !c->empty()) {
-      uint64_t bytes = 0;
-      for (const auto& p : c->front().prio) bytes += p.c.tx_bytes;
-      samples.emplace_back(std::chrono::duration<double>(before - t0 + (Clock::now() - before) / 2).count(), bytes);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const auto samples = sample_port(t, *port, client->pid, std::chrono::seconds((duration ? duration : 600) + 60));
   auto [crc, ctext] = finish(*client);  // reaped above: its output is what remains
   (void)crc;
   // The server ends by itself once the client is done: killed while its QPs still hold

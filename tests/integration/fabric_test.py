@@ -380,6 +380,24 @@ class Split(unittest.TestCase):
             r = rocelab("up", "--instance", self.parts[0], *args, self.path)
             self.assertEqual(r.returncode, 3, r.stderr)
             self.assertIn(says, r.stderr)
+        # A run key others may read, one too short, a link to one, or one without --part.
+        key, short, link = (os.path.join(self.tmp, n) for n in ("open.key", "short.key", "link.key"))
+        with open(key, "w") as f:
+            f.write("sixteen bytes or more, but world-readable\n")
+        os.chmod(key, 0o644)
+        with open(short, "w") as f:
+            f.write("too short\n")
+        os.chmod(short, 0o600)
+        os.symlink(short, link)
+        split = ["--part", "0/2", "--peers", ",".join(self.underlay)]
+        for args, says in (([*split, "--run-key", key], "readable or writable by others than its owner (chmod 600 it)"),
+                           ([*split, "--run-key", short], "a run key is 16 bytes or more"),
+                           ([*split, "--run-key", link], "--run-key " + link + ": Too many levels of symbolic links"),
+                           (["--run-key", short], "--run-key goes with --part")):
+            r = rocelab("run", "--instance", self.parts[0], "--out", os.path.join(self.tmp, "never"), *args, self.path)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            self.assertIn(says, r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "never")))
         # Addresses this machine does not have: refused before any namespace is made.
         r = rocelab("up", "--instance", self.parts[0], "--part", "0/2", "--peers", "198.19.253.0,198.19.253.1", self.path)
         self.assertNotEqual(r.returncode, 0)
@@ -553,6 +571,117 @@ class Split(unittest.TestCase):
         self.assertLess(ring(a), 1.02 * ring(w))
         print(f"split run: ring busbw {ring(a):.2f} GB/s on two machines, {ring(w):.2f} on one",
               file=sys.stderr)
+
+    # A hostile process on part 1's machine, from part 1's own address (the address check
+    # lets it through; only the run key stops it): every few hundred ms a port scan's
+    # connect-and-close, an HTTP request, a 1 GiB length prefix, 10 MB of tiny frames, an
+    # impostor hello and abort, 100,000 nested brackets as figures, and 12 idle connections
+    # held; until told to stop. It prints the rounds it completed after every try.
+    HOSTILE = r"""
+import socket, struct, sys, time, os
+hub, src, stop = sys.argv[1], sys.argv[2], sys.argv[3]
+def frame(tag, datum):
+    body = struct.pack("!I", len(tag)) + tag + struct.pack("!II", 1, len(datum)) + datum
+    return struct.pack("!I", len(body)) + body
+def conn():
+    s = socket.socket()
+    s.settimeout(2)
+    s.bind((src, 0))
+    s.connect((hub, 4790))
+    return s
+attacks = [
+    lambda s: None,
+    lambda s: s.sendall(b"GET / HTTP/1.0\r\n\r\n"),
+    lambda s: s.sendall(struct.pack("!I", 1 << 30)),
+    lambda s: s.sendall(frame(b"t", b"") * (10_000_000 // 17)),
+    lambda s: s.sendall(frame(b"!hello", b"1") + frame(b"!abort", b"stop everything")),
+    lambda s: s.sendall(frame(b"figures", b"[" * 100_000)),
+]
+rounds = 0
+while not os.path.exists(stop):
+    try:
+        idle = [conn() for _ in range(12)]
+        for attack in attacks:
+            s = conn()
+            try:
+                attack(s)
+            except OSError:
+                pass
+            s.close()
+        for s in idle:
+            s.close()
+        rounds += 1
+    except OSError:
+        pass
+    print(rounds, flush=True)
+    time.sleep(0.2)
+"""
+
+    def test_a_keyed_split_run_shrugs_off_a_hostile_peer(self):
+        """Issue 34: both parts run with the run key while a hostile process on part 1's
+        machine throws a port scan, HTTP, a 1 GiB length prefix, 10 MB of tiny frames, an
+        impostor hello and abort, nested brackets and idle floods at part 0's rendezvous, from
+        part 1's own address, the whole run long. Both parts finish as an untouched run does
+        (every flow whole, both reporting alike), part 0 counts the strays, its memory stays
+        under 100 MiB at its peak (36 MiB measured under attack), and nothing is left up.
+        Without the key the impostor's hello would take part 1 and its abort stop the run."""
+        path = os.path.join(self.tmp, "h.yaml")
+        with open(path, "w") as f:
+            f.write("name: split\nseed: 3\nscale: 2000\ndefaults: {rate: 100G, mtu: 4200}\n"
+                    "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}\n"
+                    "workloads:\n"
+                    "  - {name: incast, type: incast, hosts: [host3, host4], to: host1, message: 1MB, iterations: 4}\n"
+                    "expect: [lossless_drops == 0, digest_errors == 0]\n")
+        key = os.path.join(self.tmp, "run.key")
+        with open(key, "w") as f:
+            f.write("the test's run key, 32 bytes ok\n")
+        os.chmod(key, 0o600)
+        stop = os.path.join(self.tmp, "stop")
+        hostile = subprocess.Popen(["nsenter", f"--net={NETNS_DIR}/{self.machines[1]}", sys.executable, "-c", self.HOSTILE,
+                                    self.underlay[0], self.underlay[1], stop], stdout=subprocess.PIPE, text=True)
+        peak, rounds = 0, 0
+        try:
+            procs = []
+            for i in (0, 1):
+                out = os.path.join(self.tmp, f"run{i}")
+                procs.append((out, subprocess.Popen(
+                    ["nsenter", f"--net={NETNS_DIR}/{self.machines[i]}", ROCELAB, "run", "--no-report", "--instance",
+                     self.parts[i], "--part", f"{i}/2", "--peers", ",".join(self.underlay), "--run-key", key,
+                     "--part-wait", "60", "--out", out, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+                if i == 0:  # part 1 starts only once part 0 has taken three whole rounds of it
+                    until = time.time() + 60
+                    while rounds < 3 and hostile.poll() is None and procs[0][1].poll() is None and time.time() < until:
+                        rounds = int(hostile.stdout.readline().strip() or rounds)
+            while procs[0][1].poll() is None:  # nsenter execs: the pid is part 0's rocelab
+                try:
+                    with open(f"/proc/{procs[0][1].pid}/status") as f:
+                        peak = max(peak, next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0))
+                except (OSError, StopIteration):
+                    pass
+                time.sleep(0.05)
+            got = []
+            for out, p in procs:
+                _, err = p.communicate(timeout=300)
+                with open(os.path.join(out, "results.json")) as f:
+                    got.append((p.returncode, err, json.load(f)))
+        finally:
+            open(stop, "w").close()
+            lines = hostile.communicate(timeout=60)[0].split()
+            rounds = int(lines[-1]) if lines else rounds
+        self.assertEqual(hostile.returncode, 0, "the hostile process itself failed")
+        for i, (rc, err, res) in enumerate(got):
+            self.assertEqual(rc, 0, f"part {i}: {err[-2000:]}")
+            self.assertTrue(res["split"]["signed"])
+            self.assertNotIn("no run key", err)
+        a, b = got[0][2], got[1][2]
+        self.assertEqual(a["workloads"]["flows"], b["workloads"]["flows"])
+        self.assertEqual(sorted((f["from"], f["bytes"], f["digest_ok"]) for f in a["workloads"]["flows"]),
+                         [("host3", 4 << 20, True), ("host4", 4 << 20, True)])
+        self.assertGreaterEqual(rounds, 3, "part 1 started after three hostile rounds")
+        self.assertGreaterEqual(a["split"]["strays"], 3 * 6, a["split"]["last_stray"])
+        self.assertLess(peak, 100 * 1024, f"part 0's peak RSS {peak} KiB")
+        print(f"split run under attack: {rounds} hostile rounds, {a['split']['strays']} strays closed by part 0 "
+              f"(last: {a['split']['last_stray']}), part 0's peak RSS {peak // 1024} MiB", file=sys.stderr)
 
     def test_split_runs_that_cannot_agree_stop_on_every_part_and_say_why(self):
         # Another seed on part 1: both refuse before anything is made.

@@ -111,7 +111,7 @@ ip link set lo up
 ip link set eth0 mtu 9000 up
 ip addr add {me}/31 dev eth0
 i=0; until /usr/bin/busybox ping -c 1 -W 1 {peer} > /dev/null 2>&1; do i=$((i+1)); [ $i -gt 180 ] && exit 20; done
-/usr/bin/rocelab run --no-report --part {part}/2 --peers {peers} --part-wait 600 --scale {scale} --out /job/run split.yaml > run.txt 2>&1
+ROCELAB_RUN_KEY=the-two-guests-share-this-run-key /usr/bin/rocelab run --no-report --part {part}/2 --peers {peers} --part-wait 600 --scale {scale} --out /job/run split.yaml > run.txt 2>&1
 echo $? > run.rc
 """
 
@@ -500,6 +500,7 @@ class Vm(unittest.TestCase):
         for part, (rc, res, text) in enumerate(parts):
             self.assertEqual(rc, "0", f"part {part}:\n{text[-3000:]}")
             self.assertEqual(res["split"]["part"], part)
+            self.assertTrue(res["split"]["signed"], "ROCELAB_RUN_KEY: every rendezvous frame signed")
             self.assertIn(f"part {part} of 2: meeting the other parts", text)
             self.assertEqual((res["metrics"]["host_pairs"], res["metrics"]["reachable_pairs"]), (56, 56))
         a, b = parts[0][1], parts[1][1]
