@@ -28,7 +28,8 @@ import tempfile
 import time
 import unittest
 
-import harness  # tests/integration/harness.py, beside this script
+import harness  # tests/integration/harness.py and retries.py, beside this script
+import retries
 
 ROCELAB = ""
 SOURCE = ""
@@ -228,6 +229,14 @@ class Latency(unittest.TestCase):
                 out = os.path.join(tmp, f"run{seed}")
                 r = subprocess.run([ROCELAB, "run", "--no-report", "--out", out, path], capture_output=True, text=True,
                                    timeout=300)
+                if r.returncode == 2:
+                    # The machine did not keep up (CI once: the engine waited for a CPU 21 % of
+                    # the traffic phase): the one class a runner retries, once at 2 x D. The
+                    # figures compared are emulated time, the same at any D.
+                    retries.record(f"verdicts Latency seed {seed}", results(out).get("error"))
+                    out += "-2d"
+                    r = subprocess.run([ROCELAB, "run", "--no-report", "--scale", "2000", "--out", out, path],
+                                       capture_output=True, text=True, timeout=600)
                 self.assertEqual(r.returncode, 0, r.stderr[-1500:])
                 res = results(out)
                 w = {x["name"]: x for x in res["workloads"]["workloads"]}
