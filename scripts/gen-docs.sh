@@ -1,5 +1,5 @@
 #!/bin/sh
-# scripts/gen-docs.sh ROCELAB OUTDIR: the man pages (OUTDIR/man1/rocelab.1.gz, rocelab-COMMAND.1.gz)
+# scripts/gen-docs.sh ROCELAB OUTDIR [CHANGELOG]: the man pages (OUTDIR/man1/rocelab.1.gz, rocelab-COMMAND.1.gz)
 # and the bash completion (OUTDIR/completions/rocelab), written by the binary from its own
 # command table, so they say what --help says. The build runs it (target docs).
 set -eu
@@ -13,3 +13,6 @@ for c in $("$rocelab" --help | sed -n '/^commands:/,/^$/p' | awk 'NF && $1 != "c
 done
 "$rocelab" completion bash > "$out/completions/rocelab"
 gzip -9nf "$out"/man1/*.1  # Debian ships man pages compressed (-n: no name or time, reproducible)
+if [ -n "${3:-}" ]; then  # the package's changelog, compressed as Debian ships it
+  gzip -9nc "$3" > "$out/changelog.gz"
+fi

@@ -15,11 +15,17 @@ PKGS=(
   libjs-chart.js gnuplot-nox  # report.html inlines Chart.js; plots/*.svg through gnuplot
   chromium                    # the report's test renders it headless (Debian's; Ubuntu's is a snap)
   qemu-system-x86 cpio kmod   # the VM image (images/build.sh) and the vm test tier
+  mmdebstrap lintian          # the package test: apt installs the .deb into a fresh Debian 12 root
 )
 # `setup.sh --bench` adds what bench/ compares against (Mininet with Linux bridges) and the
 # CPU hog bench/verdicts runs scenarios beside (stress-ng).
 if [ "${1:-}" = "--bench" ]; then
   PKGS+=(mininet bridge-utils stress-ng)
+fi
+# `setup.sh --package` adds podman, which builds and runs the container image
+# (scripts/container.sh).
+if [ "${1:-}" = "--package" ]; then
+  PKGS+=(podman)
 fi
 # Ubuntu ships bpftool inside linux-tools; Debian as its own package.
 if grep -qi ubuntu /etc/os-release 2>/dev/null; then
