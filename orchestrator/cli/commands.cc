@@ -29,6 +29,7 @@
 #include "agent/agent.h"
 #include "fabric/local_testbed.h"
 #include "fabric/realiser.h"
+#include "model/hostlist.h"
 #include "model/ipv4.h"
 #include "model/loader.h"
 #include "run/autoscale.h"
@@ -77,12 +78,15 @@ void add_split_options(po::options_description& d, bool run) {
                   run ? "I/M: run only part I of the scenario split over M machines (docs/multi-machine.md): its nodes, "
                         "its hosts' QP ends and the faults on its nodes; links to other parts are VXLAN ports (UDP 4789). "
                         "Start it on every machine: they meet at part 0's address (TCP 4790), start the traffic together "
-                        "and each reports the whole run"
+                        "and each reports the whole run. 'auto' inside a Slurm job step (srun -N M --ntasks-per-node=1): "
+                        "I, M and the machines from the step"
                       : "I/M: make only part I of the fabric split over M machines (docs/multi-machine.md): hosts stay "
-                        "with their switches, links to other parts become point-to-point VXLAN ports (UDP 4789)")(
+                        "with their switches, links to other parts become point-to-point VXLAN ports (UDP 4789). 'auto' "
+                        "inside a Slurm job step: I, M and the machines from the step")(
       "peers", po::value<std::string>(),
       "with --part: the machines' underlay IPv4 addresses, part 0 first, comma-separated (this machine's "
-      "among them, on an interface whose MTU carries the links' + 50)");
+      "among them, on an interface whose MTU carries the links' + 50); with --part auto the step's node "
+      "names resolved, unless given");
   if (run)
     d.add_options()("part-wait", po::value<double>(),
                     "with --part: seconds to wait for the other parts to start and to come up (default 300)")(
@@ -131,6 +135,49 @@ std::optional<std::string> run_key(const po::variables_map& vm) {
   return key;
 }
 
+// --part auto inside a Slurm job step (srun -N M --ntasks-per-node=1): the part and the count
+// from the step, the machines from its node list, each one's address through the resolver
+// (or --peers, when the underlay is another network than the names'). nullopt after saying why.
+std::optional<fabric::UpOptions::Split> slurm_split(const po::variables_map& vm, const char* cmd) {
+  auto bad = [cmd](const std::string& what) {
+    std::cerr << "rocelab " << cmd << ": --part auto: " << what << "\n";
+    return std::nullopt;
+  };
+  std::map<std::string, std::string> env;
+  for (const char* name : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_NODEID", "SLURM_STEP_NODELIST",
+                           "SLURM_JOB_NODELIST"})
+    if (const char* v = std::getenv(name)) env[name] = v;
+  std::string why;
+  auto step = model::slurm_step(env, why);
+  if (!step) return bad(why);
+  fabric::UpOptions::Split sp;
+  sp.index = step->part;
+  sp.parts = step->parts;
+  if (vm.count("peers")) {
+    const std::string list = vm["peers"].as<std::string>();
+    for (size_t at = 0; at <= list.size();) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      auto a = model::parse_ipv4(list.substr(at, comma - at));
+      if (!a) return bad("--peers: '" + list.substr(at, comma - at) + "' is not an IPv4 address");
+      sp.underlay.push_back(*a);
+      at = comma + 1;
+    }
+    if (sp.underlay.size() != sp.parts)
+      return bad("--peers names " + std::to_string(sp.underlay.size()) + " addresses for the step's " +
+                 std::to_string(sp.parts) + " nodes");
+  } else {
+    for (const auto& node : step->nodes) {
+      auto a = sys::resolve_ipv4(node, why);
+      if (!a) return bad("the step's node " + why + " (give --peers ADDR0,... in node order)");
+      sp.underlay.push_back(*a);
+    }
+  }
+  std::cerr << "rocelab " << cmd << ": --part auto: part " << sp.index << " of " << sp.parts << " (Slurm step on "
+            << step->nodes.size() << " nodes; this one " << step->nodes[sp.index] << ", "
+            << model::format_ipv4(sp.underlay[sp.index]) << ")\n";
+  return sp;
+}
+
 // --part I/M with --peers ADDR0,ADDR1,...: one machine's share of a split fabric; nullopt
 // after saying what is wrong with them.
 std::optional<fabric::UpOptions::Split> split_option(const po::variables_map& vm, const char* cmd) {
@@ -138,9 +185,10 @@ std::optional<fabric::UpOptions::Split> split_option(const po::variables_map& vm
     std::cerr << "rocelab " << cmd << ": " << what << "\n";
     return std::nullopt;
   };
+  const std::string part = vm.count("part") ? vm["part"].as<std::string>() : "";
+  if (part == "auto") return slurm_split(vm, cmd);
   if (!vm.count("part") || !vm.count("peers")) return bad("--part I/M and --peers ADDR0,...,ADDR{M-1} go together");
   fabric::UpOptions::Split sp;
-  const std::string part = vm["part"].as<std::string>();
   const size_t slash = part.find('/');
   try {
     if (slash == std::string::npos) throw std::invalid_argument(part);

@@ -2,7 +2,9 @@
 
 #include <cstdio>
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netdb.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -58,6 +60,21 @@ std::optional<std::string> read_file(const std::string& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::optional<uint32_t> resolve_ipv4(const std::string& name, std::string& why) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(name.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || !res) {
+    why = "'" + name + "' has no IPv4 address: " + (rc ? gai_strerror(rc) : "none");
+    return std::nullopt;
+  }
+  const uint32_t a = ntohl(reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr.s_addr);
+  freeaddrinfo(res);
+  return a;
 }
 
 std::optional<uint64_t> memory_available() {

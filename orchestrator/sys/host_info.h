@@ -23,6 +23,9 @@ bool path_exists(const std::string& path);
 // Names in a directory (no "." or ".."); empty when it cannot be read.
 std::vector<std::string> list_dir(const std::string& path);
 std::optional<std::string> read_file(const std::string& path);
+// A machine's IPv4 address (host order) by its name, through the resolver (/etc/hosts, DNS);
+// the first one. nullopt, with the resolver's reason, when it has none.
+std::optional<uint32_t> resolve_ipv4(const std::string& name, std::string& why);
 // MemAvailable from /proc/meminfo, in bytes; nullopt when it cannot be read.
 std::optional<uint64_t> memory_available();
 // The calling thread's scheduler times since it started (/proc/thread-self/schedstat): time on

@@ -497,6 +497,17 @@ class Split(unittest.TestCase):
         print(f"split: {got} of {count * len(txs)} datagrams of a 2:1 incast across the cut, {pfc_over_cut} PFC frames "
               f"received over VXLAN cut links, {lossless_drops} lossless drops", file=sys.stderr)
 
+    def incast_scenario(self, name, iterations, more=""):
+        """A 2:1 incast from part 1's hosts into host1 (part 0's), `more` workload lines after."""
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write("name: split\nseed: 3\nscale: 2000\ndefaults: {rate: 100G, mtu: 4200}\n"
+                    "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}\n"
+                    "workloads:\n"
+                    f"  - {{name: incast, type: incast, hosts: [host3, host4], to: host1, message: 1MB, iterations: {iterations}}}\n"
+                    f"{more}expect: [lossless_drops == 0, digest_errors == 0]\n")
+        return path
+
     def run_parts(self, path, extra=(("--part-wait", "60"), ("--part-wait", "60"))):
         """`rocelab run --part I/2` on both "machines" at once; (returncode, stderr, results) per part."""
         procs = []
@@ -522,14 +533,7 @@ class Split(unittest.TestCase):
         ring all-reduce over all four hosts (its rounds agreed across the machines). Each part
         reports every flow alike, the metrics of both parts' nodes, the connectivity of all
         twelve host pairs; and the figures are one machine's, within noise."""
-        path = os.path.join(self.tmp, "w.yaml")
-        with open(path, "w") as f:
-            f.write("name: split\nseed: 3\nscale: 2000\ndefaults: {rate: 100G, mtu: 4200}\n"
-                    "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}\n"
-                    "workloads:\n"
-                    "  - {name: incast, type: incast, hosts: [host3, host4], to: host1, message: 1MB, iterations: 4}\n"
-                    "  - {name: ring, type: allreduce, message: 4MB, iterations: 2, start: 2ms}\n"
-                    "expect: [lossless_drops == 0, digest_errors == 0]\n")
+        path = self.incast_scenario("w.yaml", 4, more="  - {name: ring, type: allreduce, message: 4MB, iterations: 2, start: 2ms}\n")
         parts = self.run_parts(path)
         for i, (rc, err, res) in enumerate(parts):
             self.assertEqual(rc, 0, f"part {i}: {err[-2000:]}")
@@ -625,13 +629,7 @@ while not os.path.exists(stop):
         (every flow whole, both reporting alike), part 0 counts the strays, its memory stays
         under 100 MiB at its peak (36 MiB measured under attack), and nothing is left up.
         Without the key the impostor's hello would take part 1 and its abort stop the run."""
-        path = os.path.join(self.tmp, "h.yaml")
-        with open(path, "w") as f:
-            f.write("name: split\nseed: 3\nscale: 2000\ndefaults: {rate: 100G, mtu: 4200}\n"
-                    "fabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2, uplink_rate: 400G}\n"
-                    "workloads:\n"
-                    "  - {name: incast, type: incast, hosts: [host3, host4], to: host1, message: 1MB, iterations: 4}\n"
-                    "expect: [lossless_drops == 0, digest_errors == 0]\n")
+        path = self.incast_scenario("h.yaml", 4)
         key = os.path.join(self.tmp, "run.key")
         with open(key, "w") as f:
             f.write("the test's run key, 32 bytes ok\n")
@@ -682,6 +680,41 @@ while not os.path.exists(stop):
         self.assertLess(peak, 100 * 1024, f"part 0's peak RSS {peak} KiB")
         print(f"split run under attack: {rounds} hostile rounds, {a['split']['strays']} strays closed by part 0 "
               f"(last: {a['split']['last_stray']}), part 0's peak RSS {peak // 1024} MiB", file=sys.stderr)
+
+    def test_part_auto_takes_its_share_from_a_slurm_step(self):
+        """Issue 37: `run --part auto` inside a Slurm job step (srun -N 2 --ntasks-per-node=1):
+        each task's SLURM_PROCID, the step's task count and its node list (a hostlist
+        expression, expanded and resolved: here numeric names, as /etc/hosts is not ours to
+        edit) give the part, M and the peers; the run is the hand-started one. A step with
+        more tasks than nodes is refused before anything is made, saying how to start it."""
+        path = self.incast_scenario("auto.yaml", 2)
+        nodelist = self.underlay[0].rsplit(".", 1)[0] + ".[0-1]"  # 198.19.254.[0-1]
+
+        def step_env(i, tasks=2):
+            return dict(os.environ, SLURM_PROCID=str(i), SLURM_NODEID=str(i), SLURM_STEP_NUM_TASKS=str(tasks),
+                        SLURM_STEP_NODELIST=nodelist, ROCELAB_RUN_KEY="the step's run key, from sbatch")
+        procs = []
+        for i in (0, 1):
+            out = os.path.join(self.tmp, f"auto{i}")
+            procs.append((out, subprocess.Popen(
+                ["nsenter", f"--net={NETNS_DIR}/{self.machines[i]}", ROCELAB, "run", "--no-report", "--instance",
+                 self.parts[i], "--part", "auto", "--part-wait", "60", "--out", out, path],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=step_env(i))))
+        for i, (out, p) in enumerate(procs):
+            _, err = p.communicate(timeout=300)
+            self.assertEqual(p.returncode, 0, f"part {i}: {err[-2000:]}")
+            self.assertIn(f"--part auto: part {i} of 2 (Slurm step on 2 nodes; this one {self.underlay[i]}", err)
+            with open(os.path.join(out, "results.json")) as f:
+                res = json.load(f)
+            self.assertEqual((res["split"]["part"], res["split"]["parts"], res["split"]["signed"]), (i, 2, True))
+            self.assertEqual(sorted((f["from"], f["bytes"], f["digest_ok"]) for f in res["workloads"]["flows"]),
+                             [("host3", 2 << 20, True), ("host4", 2 << 20, True)])
+        r = subprocess.run([ROCELAB, "run", "--instance", self.parts[0], "--part", "auto", "--out",
+                            os.path.join(self.tmp, "never"), path], capture_output=True, text=True, timeout=60,
+                           env=step_env(0, tasks=4))
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("a split run is one task per node on two nodes or more (srun -N M --ntasks-per-node=1)", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "never")))
 
     def test_split_runs_that_cannot_agree_stop_on_every_part_and_say_why(self):
         # Another seed on part 1: both refuse before anything is made.

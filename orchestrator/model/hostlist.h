@@ -1,0 +1,32 @@
+// Slurm's hostlist expressions, as SLURM_STEP_NODELIST and SLURM_JOB_NODELIST carry them:
+// "gpu[01-03,7],login1" is gpu01 gpu02 gpu03 gpu7 login1. `run --part auto` expands the
+// step's node list into the parts' machines, in Slurm's order (a task's SLURM_NODEID indexes
+// it), and reads its part and count from the step's environment.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rocelab::model {
+
+// The names, in order. A bracket holds comma-separated numbers and lo-hi ranges; a range's
+// numbers keep the lower bound's width ("01-10": 01 ... 10); several brackets in one name
+// multiply ("r[1-2]n[1-2]": r1n1 r1n2 r2n1 r2n2). nullopt, with why, for what Slurm would
+// not write, or beyond `limit` names.
+std::optional<std::vector<std::string>> expand_hostlist(const std::string& expr, std::string& why,
+                                                        size_t limit = 4096);
+
+// This task's share of a Slurm job step with one task per node: its part (SLURM_PROCID), the
+// parts (SLURM_STEP_NUM_TASKS, else SLURM_NTASKS) and the machines in part order (the step's
+// node list, SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST, expanded). `env` is the process
+// environment by name. nullopt, with why, outside a step or with other than one task per node.
+struct SlurmStep {
+  size_t part = 0, parts = 0;
+  std::vector<std::string> nodes;
+};
+std::optional<SlurmStep> slurm_step(const std::map<std::string, std::string>& env, std::string& why);
+
+}  // namespace rocelab::model
