@@ -348,33 +348,15 @@ TEST(Rendezvous, StrayConnectionsAreClosedAndTheRunGoesOn) {
   const std::vector<uint32_t> peers{0x7f000001, 0x7f000002};
   auto hub = Rendezvous::open(0, 2, hub_at, peers);
   ASSERT_TRUE(hub) << hub.error().what;
-  const uint16_t port = uint16_t(std::stoi(hub_at.substr(hub_at.rfind(':') + 1)));
   auto connect_from = [&](uint32_t src) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in own{};
-    own.sin_family = AF_INET;
-    own.sin_addr.s_addr = htonl(src);
-    EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&own), sizeof own), 0) << std::strerror(errno);
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_port = htons(port);
-    to.sin_addr.s_addr = htonl(0x7f000001);
-    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to), 0) << std::strerror(errno);
+    const int fd = rocelab::sys::connect_from(src, hub_at);
     (void)(*hub)->offer("tick", "x");  // the hub pumps between them, as it does while it waits
     return fd;
   };
   auto frame = [](const std::string& tag, const std::string& datum) {
-    std::string body, out;
-    auto put = [](std::string& s, uint32_t v) {
-      v = htonl(v);
-      s.append(reinterpret_cast<const char*>(&v), 4);
-    };
-    put(body, uint32_t(tag.size()));
-    body += tag;
-    put(body, 1);
-    put(body, uint32_t(datum.size()));
-    body += datum;
-    put(out, uint32_t(body.size()));
+    const std::string body = body_of(tag, {datum});
+    std::string out;
+    put32(out, uint32_t(body.size()));
     return out + body;
   };
   auto pump = [&] { (void)(*hub)->offer("tick", "x"); };
