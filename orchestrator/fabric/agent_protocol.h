@@ -92,6 +92,14 @@ struct DeadlockFigures {
 };
 
 // A pause taking effect or ending on a port-priority (the HPCC simulator's pfc.txt events).
+// The PFC loop kept off its CPU: its 1 ms poll returned this much later than asked (the
+// hypervisor ran another guest, or the kernel's own work held the CPU). A real-time thread
+// that oversleeps means every shaper and timer of the fabric overslept with it.
+struct AgentStall {
+  uint64_t t_ns = 0;    // CLOCK_MONOTONIC when the loop woke
+  uint64_t late_ns = 0;  // past the poll's timeout
+};
+
 struct PauseEvent {
   uint64_t t_ns = 0;  // CLOCK_MONOTONIC
   uint32_t slot = 0, prio = 0;
@@ -116,6 +124,8 @@ struct AgentFigures {
   std::vector<WatchdogQueueFigures> watchdog;  // every watched queue (empty: no watchdog)
   std::vector<WatchdogEvent> wd_events;
   std::vector<DeadlockFigures> deadlocks;
+  std::vector<AgentStall> stalls;     // in order, the first kStallLogMax of the run
+  uint64_t stalls_dropped = 0;
   std::vector<PauseEvent> pause_log;  // in order, the first kPauseLogMax of the run
   uint64_t pause_log_dropped = 0;     // events beyond it
   std::vector<PortLeakFigures> leaks;
@@ -123,6 +133,7 @@ struct AgentFigures {
 };
 
 inline constexpr size_t kPauseLogMax = 200'000;
+inline constexpr size_t kStallLogMax = 20'000;
 
 nlohmann::ordered_json to_json(const AgentConfig& c);
 std::optional<AgentConfig> config_from_json(const nlohmann::json& j, std::string& why);

@@ -156,6 +156,10 @@ const std::vector<MetricInfo>& metric_registry() {
        "XOFF + the headroom of the node's other ports; beyond it, drop reason headroom)"},
       {"pfc_reaction_budget", MetricKind::kScalar, "s", {},
        "the agent reaction time headroom allows for: 50 ms, raised to the measured p99 when that is larger"},
+      {"agent_stalled", MetricKind::kScalar, "ratio", {},
+       "share of the traffic phase the PFC agent's real-time loop was kept off its CPU past its 1 ms poll "
+       "(steal, kernel work): the shapers stalled with it; above 0.01 the run is invalid"},
+      {"agent_stall_max", MetricKind::kScalar, "s", {}, "the longest of those stalls (physical: wall / D)"},
       {"lossless_drops", MetricKind::kScalar, "count", {}, "packets the switches and NICs dropped on lossless priorities, any reason but an injected loss fault or the PFC watchdog's drop action"},
       {"shaper_tx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"},
        "bytes each HTB priority class sent (the shaper's own count)"},

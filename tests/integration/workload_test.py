@@ -129,7 +129,13 @@ class PfcOnly(InTempDir):
     def test_every_sender_gets_its_share(self):
         xoff, pgs = 128 * 1024, 7
         for seed in range(1, 6):
-            r, res = incast_variant(self.tmp, f"pfc{os.getpid() % 10000}", [("dcqcn: paper", "dcqcn: off")], seed=seed)
+            name, variant = f"pfc{os.getpid() % 10000}", [("dcqcn: paper", "dcqcn: off")]
+            r, res = incast_variant(self.tmp, name, variant, seed=seed)
+            if r.returncode == 2:
+                # The machine held the fabric still (agent_stalled over 1 %: a CI run read the
+                # port 98.3 % busy so): the policy's one more run at 2 x D.
+                retries.record(f"workloads PfcOnly seed {seed}", res.get("error"))
+                r, res = incast_variant(self.tmp, name, variant, scale=2000, seed=seed)
             m = res["metrics"]
             self.assertIn(r.returncode, (0, 1), res.get("error"))
             spread, jain = single(m["fct_spread"]), single(m["jain_index"])
@@ -138,7 +144,8 @@ class PfcOnly(InTempDir):
             over = (peak - pgs * xoff) / pgs
             pg_over = [s["value"] for s in m["pfc_overshoot"] if s["labels"]["node"] == "sw"]
             pg_most = max(s["value"] for s in m["pfc_overshoot_max"] if s["labels"]["node"] == "sw")
-            print(f"\nPFC only, seed {seed}: FCT spread {spread:.3f}, Jain {jain:.5f}, busy {util:.2%}, timeouts "
+            print(f"\nPFC only, seed {seed}: FCT spread {spread:.3f}, Jain {jain:.5f}, busy {util:.2%} (agent stalled "
+                  f"{m['agent_stalled']:.2%} of the phase), timeouts "
                   f"{m['rc_timeouts']:.0f}, retransmits {m['retransmits']:.0f}, drops {m['lossless_drops']:.0f}, "
                   f"peak queue {peak:.0f} B = 7 x XOFF + {over:.0f} B a PG; a PG past XOFF per pause "
                   f"{min(pg_over):.0f}-{max(pg_over):.0f} B mean, {pg_most:.0f} B most", file=sys.stderr)

@@ -158,3 +158,38 @@ TEST(Series, PauseEndedBeforeTheLastReadingNeverRunsBack) {
   }
   EXPECT_NEAR(paused, 5e-6 / 1000, 1e-12);  // the open reading's 5 us; the 3 us total stays under it
 }
+
+// The agent sink: the PFC loop's stalls within the traffic phase make agent_stalled and the
+// longest agent_stall_max (physical); past 1 % of the phase the run is invalid, naming them.
+// Stalls before the traffic began (bring-up) are not the run's.
+TEST(AgentSink, StallsBeyondOnePercentOfThePhaseMakeTheRunInvalid) {
+  const auto s = must_load(kIncast);
+  const auto plan = fabric::plan_kernel(s);
+  const auto sink = telemetry::sinks().find("agent");
+  ASSERT_TRUE(sink);
+  auto collect = [&](std::vector<fabric::AgentStall> stalls, model::MetricSet& metrics) {
+    FakeTestbed tb(s);
+    tb.clock_.set(1'000'000'000);
+    fabric::AgentFigures f;
+    f.stalls = std::move(stalls);
+    tb.figures = f;
+    const int64_t t0 = 2'000'000'000;
+    tb.clock_.set(t0 + 10'000'000'000);  // a 10 s traffic phase
+    std::vector<std::string> notes;
+    std::string invalid;
+    nlohmann::ordered_json record;
+    telemetry::Collect c{s, plan, tb, metrics, notes, invalid, record, t0, nullptr, nullptr};
+    EXPECT_TRUE(sink->collect(c));
+    return invalid;
+  };
+  model::MetricSet m;
+  // 40 ms in two stalls inside, 900 ms before the phase: 0.4 %, valid.
+  EXPECT_EQ(collect({{1'500'000'000, 900'000'000}, {3'000'000'000, 30'000'000}, {9'000'000'000, 10'000'000}}, m), "");
+  EXPECT_NEAR(m.at("agent_stalled").scalar, 0.004, 1e-9);
+  EXPECT_NEAR(m.at("agent_stall_max").scalar, 30e-3 / 1000, 1e-12);  // D = 1000
+  model::MetricSet m2;
+  const std::string why = collect({{3'000'000'000, 80'000'000}, {4'000'000'000, 40'000'000}}, m2);
+  EXPECT_NEAR(m2.at("agent_stalled").scalar, 0.012, 1e-9);
+  EXPECT_NE(why.find("1.2 % of the traffic phase (2 stalls, the longest 80.0 ms"), std::string::npos) << why;
+  EXPECT_NE(why.find("did not keep up"), std::string::npos) << why;
+}
