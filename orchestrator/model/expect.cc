@@ -67,9 +67,20 @@ std::vector<MetricInfo> fault_metrics() {
   };
 }
 
-// A pause's path, stage by stage (bench/pfc_reaction): listed after pfc_reaction_p99.
-std::vector<MetricInfo> pause_path_metrics() {
+// The machine's stalls as the agent's loop saw them (telemetry/agent.cc).
+std::vector<MetricInfo> stall_metrics() {
   return {
+    {"agent_stalled", MetricKind::kScalar, "ratio", {},
+     "share of the traffic phase the PFC agent's real-time loop was kept off its CPU past its 1 ms poll "
+     "(steal, kernel work): the shapers stalled with it; above 0.01 the run is invalid"},
+    {"agent_stall_max", MetricKind::kScalar, "s", {}, "the longest of those stalls (physical: wall / D)"},
+  };
+}
+
+// A pause's path, stage by stage (bench/pfc_reaction), and what a PG let past XOFF, then the
+// stalls that stretch them: listed after pfc_reaction_p99.
+std::vector<MetricInfo> pause_path_metrics() {
+  std::vector<MetricInfo> m = {
     {"pfc_transit_p50", MetricKind::kScalar, "s", {},
      "a pause's way to the port it pauses: the switch deciding XOFF to the frame's arrival (BPF clocks, wall), "
      "median over the pauses put in force"},
@@ -79,6 +90,8 @@ std::vector<MetricInfo> pause_path_metrics() {
      "arrived after the switch decided XOFF (ingress trigger)"},
     {"pfc_overshoot_max", MetricKind::kSeries, "bytes", {"node", "port", "prio"}, "the same, the most in one episode"},
   };
+  for (auto& x : stall_metrics()) m.push_back(std::move(x));
+  return m;
 }
 
 constexpr const char* kEcnMarkedHelp =
@@ -156,10 +169,6 @@ const std::vector<MetricInfo>& metric_registry() {
        "XOFF + the headroom of the node's other ports; beyond it, drop reason headroom)"},
       {"pfc_reaction_budget", MetricKind::kScalar, "s", {},
        "the agent reaction time headroom allows for: 50 ms, raised to the measured p99 when that is larger"},
-      {"agent_stalled", MetricKind::kScalar, "ratio", {},
-       "share of the traffic phase the PFC agent's real-time loop was kept off its CPU past its 1 ms poll "
-       "(steal, kernel work): the shapers stalled with it; above 0.01 the run is invalid"},
-      {"agent_stall_max", MetricKind::kScalar, "s", {}, "the longest of those stalls (physical: wall / D)"},
       {"lossless_drops", MetricKind::kScalar, "count", {}, "packets the switches and NICs dropped on lossless priorities, any reason but an injected loss fault or the PFC watchdog's drop action"},
       {"shaper_tx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"},
        "bytes each HTB priority class sent (the shaper's own count)"},
