@@ -1129,7 +1129,7 @@ void write_report_of(const std::string& run_dir) {
 
 bool positional_option(const std::string& n) {
   static const char* kPositional[] = {"scenario", "name", "target", "kind", "param", "what", "run_dir",
-                                      "run_dirs", "action", "lab", "n", "shell"};
+                                      "run_dirs", "action", "lab", "n", "shell", "format", "file"};
   return std::find(std::begin(kPositional), std::end(kPositional), n) != std::end(kPositional);
 }
 
@@ -1415,6 +1415,29 @@ const std::vector<Command>& commands() {
        "  sudo rocelab lab check 1\n  rocelab lab hint 1\n"
        "  sudo rocelab lab check 3 --set qos.ecn.kmin=32KB   # try a knob without editing",
        add_lab_options, cmd_lab},
+      {"import", "FORMAT CONFIG_DB", "a switch's QoS configuration as a scenario's qos: block (FORMAT: sonic)",
+       "Reads a SONiC switch's CONFIG_DB (config_db.json, or 'show runningconfiguration all')\n"
+       "and prints the qos: block it makes, checked as a scenario would be: PORT_QOS_MAP's\n"
+       "pfc_enable -> qos.lossless and qos.pfc.priorities; the ports' DSCP_TO_TC_MAP ->\n"
+       "qos.dscp_map; the lossless PGs' BUFFER_PROFILE xoff/xon -> qos.pfc.xoff/xon and its size\n"
+       "beyond xoff -> qos.pfc.headroom; the lossy queues' dynamic_th and ingress_lossless_pool's\n"
+       "size -> qos.buffer; the lossless queues' WRED_PROFILE green thresholds and probability\n"
+       "(%) -> qos.ecn kmin/kmax/pmax; PFC_WD -> qos.pfc.watchdog. rocelab's qos is one for the\n"
+       "whole fabric: what most ports say is taken, and each port that says otherwise, each\n"
+       "field and table it cannot carry, is named ('not mapped: ...', also as comments in the\n"
+       "output). With --into SCENARIO, prints that scenario with its qos: replaced.",
+       "rocelab import sonic config_db.json > qos.yaml\n"
+       "  rocelab import sonic config_db.json --into scenarios/incast-dcqcn.yaml -o mine.yaml && sudo rocelab run mine.yaml",
+       add_sonic_options, cmd_import},
+      {"export", "FORMAT SCENARIO", "a scenario's qos as a switch's configuration (FORMAT: sonic)",
+       "Prints CONFIG_DB tables (JSON, values as strings as CONFIG_DB keeps them) for one switch\n"
+       "of the scenario with its resolved qos: BUFFER_POOL, BUFFER_PROFILE, BUFFER_PG (the lossless\n"
+       "priorities: xoff, xon, size = xoff + headroom), BUFFER_QUEUE, WRED_PROFILE and QUEUE (the\n"
+       "lossless queues' ECN curve), PORT_QOS_MAP (pfc_enable, the maps), DSCP_TO_TC_MAP (all 64),\n"
+       "TC_TO_PRIORITY_GROUP_MAP and PFC_WD. 'rocelab import sonic' reads it back to the same\n"
+       "qos. The ports are the switch's own (--node, default the first switch) or --ports.",
+       "rocelab export sonic scenarios/incast-dcqcn.yaml --ports Ethernet0,Ethernet4,Ethernet8 > config_db.json",
+       add_sonic_options, cmd_export},
       {"completion", "[SHELL]", "print the bash completion script",
        "Completes commands, their options, scenario files (*.yaml, *.yml, *.json), run\n"
        "directories, instance names (from /run/rocelab) and lab ids. Generated from the same\n"
@@ -1556,6 +1579,8 @@ int main_entry(int argc, char** argv) {
   all.add(global_options()).add(own);
   po::positional_options_description pos;
   if (cmd->args.rfind("KIND", 0) == 0) pos.add("kind", 1).add("target", 1).add("param", -1);
+  else if (cmd->args.rfind("FORMAT", 0) == 0)
+    pos.add("format", 1).add(cmd->args.find("SCENARIO") != std::string::npos ? "scenario" : "file", 1);
   else if (cmd->args.rfind("ACTION", 0) == 0) pos.add("action", 1).add("lab", 1).add("n", 1);
   else if (cmd->args == "[SHELL]") pos.add("shell", 1);
   else if (cmd->args.rfind("show", 0) == 0) pos.add("what", -1);

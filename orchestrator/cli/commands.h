@@ -52,4 +52,9 @@ int cmd_sweep(const boost::program_options::variables_map& vm, const Globals& g)
 void add_lab_options(boost::program_options::options_description& d);
 int cmd_lab(const boost::program_options::variables_map& vm, const Globals& g);
 
+// `rocelab import sonic ...`, `rocelab export sonic ...` (cli/sonic.cc).
+void add_sonic_options(boost::program_options::options_description& d);
+int cmd_import(const boost::program_options::variables_map& vm, const Globals& g);
+int cmd_export(const boost::program_options::variables_map& vm, const Globals& g);
+
 }  // namespace rocelab::cli

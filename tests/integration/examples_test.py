@@ -18,7 +18,7 @@ ROCELAB = SOURCE = None
 IS_ROOT = os.geteuid() == 0
 BASE = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n"
 COMMANDS = ["validate", "graph", "run", "report", "up", "down", "status", "stats", "top", "pause", "pfcwd", "agent", "perf",
-            "doctor", "lab", "sweep", "compare"]
+            "doctor", "lab", "sweep", "compare", "import", "export"]
 
 # Shown but not run here, each with why.
 SKIPPED = {
@@ -84,6 +84,9 @@ PLAN = [
     "rocelab lab hint 1",
     "rocelab lab solution 1",
     "rocelab lab reset 1",
+    "rocelab export sonic scenarios/incast-dcqcn.yaml --ports Ethernet0,Ethernet4,Ethernet8 > config_db.json",
+    "rocelab import sonic config_db.json > qos.yaml",
+    "rocelab import sonic config_db.json --into scenarios/incast-dcqcn.yaml -o mine.yaml && sudo rocelab run mine.yaml",
 ]
 INSTANCES = ["quickstart", "qs2", "incast-lossless", "pfc-watchdog"]
 
