@@ -16,6 +16,7 @@ PKGS=(
   chromium                    # the report's test renders it headless (Debian's; Ubuntu's is a snap)
   qemu-system-x86 cpio kmod   # the VM image (images/build.sh) and the vm test tier
   mmdebstrap lintian          # the package test: apt installs the .deb into a fresh Debian 12 root
+  python3-kubernetes python3-yaml  # the k8s test validates rocelab k8s's manifests with the API's models
 )
 # `setup.sh --bench` adds what bench/ compares against (Mininet with Linux bridges) and the
 # CPU hog bench/verdicts runs scenarios beside (stress-ng).

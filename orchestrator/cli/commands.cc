@@ -20,6 +20,9 @@
 #include <cstring>
 #include <cmath>
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <thread>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -78,14 +81,14 @@ void add_split_options(po::options_description& d, bool run) {
                   run ? "I/M: run only part I of the scenario split over M machines (docs/multi-machine.md): its nodes, "
                         "its hosts' QP ends and the faults on its nodes; links to other parts are VXLAN ports (UDP 4789). "
                         "Start it on every machine: they meet at part 0's address (TCP 4790), start the traffic together "
-                        "and each reports the whole run. 'auto' inside a Slurm job step (srun -N M --ntasks-per-node=1): "
-                        "I, M and the machines from the step"
+                        "and each reports the whole run. 'auto' inside a Slurm job step (srun -N M --ntasks-per-node=1) "
+                        "or a pod of the Indexed Job 'rocelab k8s' writes: I, M and the machines from the launcher"
                       : "I/M: make only part I of the fabric split over M machines (docs/multi-machine.md): hosts stay "
                         "with their switches, links to other parts become point-to-point VXLAN ports (UDP 4789). 'auto' "
-                        "inside a Slurm job step: I, M and the machines from the step")(
+                        "inside a Slurm job step or a pod of 'rocelab k8s': I, M and the machines from the launcher")(
       "peers", po::value<std::string>(),
       "with --part: the machines' underlay IPv4 addresses, part 0 first, comma-separated (this machine's "
-      "among them, on an interface whose MTU carries the links' + 50); with --part auto the step's node "
+      "among them, on an interface whose MTU carries the links' + 50); with --part auto the launcher's "
       "names resolved, unless given");
   if (run)
     d.add_options()("part-wait", po::value<double>(),
@@ -135,20 +138,24 @@ std::optional<std::string> run_key(const po::variables_map& vm) {
   return key;
 }
 
-// --part auto inside a Slurm job step (srun -N M --ntasks-per-node=1): the part and the count
-// from the step, the machines from its node list, each one's address through the resolver
-// (or --peers, when the underlay is another network than the names'). nullopt after saying why.
-std::optional<fabric::UpOptions::Split> slurm_split(const po::variables_map& vm, const char* cmd) {
+// --part auto inside a Slurm job step (srun -N M --ntasks-per-node=1) or a pod of the Indexed
+// Job 'rocelab k8s' writes: the part and the count from the launcher, the machines by name,
+// each one's address through the resolver (or --peers, when the underlay is another network
+// than the names'). A pod's peers may not be in DNS yet (their pods still starting): asked
+// again each second for --part-wait. nullopt after saying why.
+std::optional<fabric::UpOptions::Split> auto_split(const po::variables_map& vm, const char* cmd) {
   auto bad = [cmd](const std::string& what) {
     std::cerr << "rocelab " << cmd << ": --part auto: " << what << "\n";
     return std::nullopt;
   };
   std::map<std::string, std::string> env;
   for (const char* name : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "SLURM_NODEID", "SLURM_STEP_NODELIST",
-                           "SLURM_JOB_NODELIST"})
+                           "SLURM_JOB_NODELIST", "JOB_COMPLETION_INDEX", "ROCELAB_PARTS", "ROCELAB_K8S_JOB",
+                           "ROCELAB_K8S_SERVICE"})
     if (const char* v = std::getenv(name)) env[name] = v;
+  const bool k8s = !env.count("SLURM_PROCID") && env.count("JOB_COMPLETION_INDEX");
   std::string why;
-  auto step = model::slurm_step(env, why);
+  auto step = k8s ? model::k8s_pod(env, why) : model::slurm_step(env, why);
   if (!step) return bad(why);
   fabric::UpOptions::Split sp;
   sp.index = step->part;
@@ -163,17 +170,25 @@ std::optional<fabric::UpOptions::Split> slurm_split(const po::variables_map& vm,
       at = comma + 1;
     }
     if (sp.underlay.size() != sp.parts)
-      return bad("--peers names " + std::to_string(sp.underlay.size()) + " addresses for the step's " +
-                 std::to_string(sp.parts) + " nodes");
+      return bad("--peers names " + std::to_string(sp.underlay.size()) + " addresses for the " +
+                 std::to_string(sp.parts) + " parts");
   } else {
+    const double wait = vm.count("part-wait") ? vm["part-wait"].as<double>() : 300;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(k8s ? wait : 0);
     for (const auto& node : step->nodes) {
       auto a = sys::resolve_ipv4(node, why);
-      if (!a) return bad("the step's node " + why + " (give --peers ADDR0,... in node order)");
+      for (bool said = false; !a && std::chrono::steady_clock::now() < until; a = sys::resolve_ipv4(node, why)) {
+        if (!said) std::cerr << "rocelab " << cmd << ": --part auto: waiting for " << node << " in DNS\n";
+        said = true;
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+      if (!a) return bad((k8s ? "the part " : "the step's node ") + why + " (give --peers ADDR0,... in part order)");
       sp.underlay.push_back(*a);
     }
   }
-  std::cerr << "rocelab " << cmd << ": --part auto: part " << sp.index << " of " << sp.parts << " (Slurm step on "
-            << step->nodes.size() << " nodes; this one " << step->nodes[sp.index] << ", "
+  std::cerr << "rocelab " << cmd << ": --part auto: part " << sp.index << " of " << sp.parts
+            << (k8s ? " (Kubernetes Indexed Job of " : " (Slurm step on ") << step->nodes.size()
+            << (k8s ? " pods; this one " : " nodes; this one ") << step->nodes[sp.index] << ", "
             << model::format_ipv4(sp.underlay[sp.index]) << ")\n";
   return sp;
 }
@@ -186,7 +201,7 @@ std::optional<fabric::UpOptions::Split> split_option(const po::variables_map& vm
     return std::nullopt;
   };
   const std::string part = vm.count("part") ? vm["part"].as<std::string>() : "";
-  if (part == "auto") return slurm_split(vm, cmd);
+  if (part == "auto") return auto_split(vm, cmd);
   if (!vm.count("part") || !vm.count("peers")) return bad("--part I/M and --peers ADDR0,...,ADDR{M-1} go together");
   fabric::UpOptions::Split sp;
   const size_t slash = part.find('/');
@@ -1415,6 +1430,19 @@ const std::vector<Command>& commands() {
        "  sudo rocelab lab check 1\n  rocelab lab hint 1\n"
        "  sudo rocelab lab check 3 --set qos.ecn.kmin=32KB   # try a knob without editing",
        add_lab_options, cmd_lab},
+      {"k8s", "SCENARIO", "the Kubernetes manifests that run a scenario split over M pods",
+       "Prints, for kubectl apply -f: a Secret with a fresh run key, a ConfigMap with the\n"
+       "scenario, a headless Service (TCP 4790 for the parts' rendezvous, UDP 4789 for the VXLAN\n"
+       "cut links; its DNS names publish before the pods are ready) and an Indexed Job of --parts\n"
+       "privileged pods, pod I running 'rocelab run --part auto': its part from the index the\n"
+       "Job gives it, its peers JOB-0.SERVICE ... by DNS, the key from the Secret. The Job fails\n"
+       "on the first failed pod (backoffLimit 0), which ends the others; the parts' own\n"
+       "rendezvous stops every part with the reason first. Run directories are in each pod's\n"
+       "/runs (an emptyDir: mount a volume there to keep them); kubectl logs shows the outcome.\n"
+       "docs/multi-machine.md lists every field and what the nodes need.",
+       "rocelab k8s scenarios/quickstart.yaml --parts 2 --image registry.example/rocelab:0.1.0 > qs.yaml\n"
+       "  kubectl apply -f qs.yaml && kubectl logs -f -l rocelab.io/run=rocelab-quickstart --prefix",
+       add_k8s_options, cmd_k8s},
       {"import", "FORMAT CONFIG_DB", "a switch's QoS configuration as a scenario's qos: block (FORMAT: sonic)",
        "Reads a SONiC switch's CONFIG_DB (config_db.json, or 'show runningconfiguration all')\n"
        "and prints the qos: block it makes, checked as a scenario would be: PORT_QOS_MAP's\n"

@@ -1,5 +1,6 @@
 #include "model/hostlist.h"
 
+#include <algorithm>
 #include <cctype>
 
 namespace rocelab::model {
@@ -159,6 +160,34 @@ std::optional<SlurmStep> slurm_step(const std::map<std::string, std::string>& en
     return std::nullopt;
   }
   return SlurmStep{*procid, *tasks, std::move(*nodes)};
+}
+
+bool is_dns_label(const std::string& s, size_t max) {
+  if (s.empty() || s.size() > max || s.front() == '-' || s.back() == '-') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; });
+}
+
+std::optional<SlurmStep> k8s_pod(const std::map<std::string, std::string>& env, std::string& why) {
+  const auto index = count_of(env, "JOB_COMPLETION_INDEX"), parts = count_of(env, "ROCELAB_PARTS");
+  auto job = env.find("ROCELAB_K8S_JOB"), svc = env.find("ROCELAB_K8S_SERVICE");
+  if (!index || !parts || job == env.end() || svc == env.end()) {
+    why = "not in a pod of rocelab's Indexed Job (JOB_COMPLETION_INDEX, ROCELAB_PARTS, ROCELAB_K8S_JOB and "
+          "ROCELAB_K8S_SERVICE are unset): make it with 'rocelab k8s', or give --part I/M and --peers";
+    return std::nullopt;
+  }
+  // The pod's hostname JOB-I is at most 63 characters, so the job's name leaves room for I.
+  if (!is_dns_label(job->second, 56) || !is_dns_label(svc->second)) {
+    why = "ROCELAB_K8S_JOB and ROCELAB_K8S_SERVICE must be DNS labels (a-z, 0-9, '-')";
+    return std::nullopt;
+  }
+  if (*parts < 2 || *parts > 64 || *index >= *parts) {
+    why = "JOB_COMPLETION_INDEX " + std::to_string(*index) + " of ROCELAB_PARTS " + std::to_string(*parts) +
+          ": 2 to 64 parts, the index below them";
+    return std::nullopt;
+  }
+  SlurmStep out{*index, *parts, {}};
+  for (size_t i = 0; i < *parts; ++i) out.nodes.push_back(job->second + "-" + std::to_string(i) + "." + svc->second);
+  return out;
 }
 
 }  // namespace rocelab::model

@@ -29,4 +29,15 @@ struct SlurmStep {
 };
 std::optional<SlurmStep> slurm_step(const std::map<std::string, std::string>& env, std::string& why);
 
+// A pod of the Indexed Job `rocelab k8s` writes: its part from JOB_COMPLETION_INDEX (which
+// Kubernetes sets in an Indexed Job's pods), the parts from ROCELAB_PARTS, and the parts'
+// names JOB-I.SERVICE (ROCELAB_K8S_JOB, ROCELAB_K8S_SERVICE): the hostname an Indexed Job
+// gives pod I under the headless Service its pods name as their subdomain. nullopt, with why,
+// outside such a pod.
+std::optional<SlurmStep> k8s_pod(const std::map<std::string, std::string>& env, std::string& why);
+
+// Kubernetes' names for objects (RFC 1123 labels: a-z, 0-9, '-', starting and ending with an
+// alphanumeric, at most `max` characters).
+bool is_dns_label(const std::string& s, size_t max = 63);
+
 }  // namespace rocelab::model

@@ -18,7 +18,7 @@ ROCELAB = SOURCE = None
 IS_ROOT = os.geteuid() == 0
 BASE = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n"
 COMMANDS = ["validate", "graph", "run", "report", "up", "down", "status", "stats", "top", "pause", "pfcwd", "agent", "perf",
-            "doctor", "lab", "sweep", "compare", "import", "export"]
+            "doctor", "lab", "sweep", "compare", "import", "export", "k8s"]
 
 # Shown but not run here, each with why.
 SKIPPED = {
@@ -34,6 +34,7 @@ SKIPPED = {
     "rocelab compare": "needs run directories: sweep_test.py compares an ECN-on and an ECN-off run",
     "run --out /tmp/on": "the compare example's first run: sweep_test.py's Compare runs the same pair, ECN on and off",
     "run --out /tmp/off": "the compare example's second run (its CNP assertion fails with ECN off, by design)",
+    "kubectl": "needs a Kubernetes cluster: k8s_test.py validates rocelab k8s's manifests against the API's models",
     "lab check": "grades a learner's copy: a starting file fails (exit 1) by design; lab_test.py checks every lab's "
                  "starting file and solution",
     "run --part": "needs the machines its --peers name: fabric_test.py Split runs run --part with two namespaces "
@@ -86,6 +87,7 @@ PLAN = [
     "rocelab lab reset 1",
     "rocelab export sonic scenarios/incast-dcqcn.yaml --ports Ethernet0,Ethernet4,Ethernet8 > config_db.json",
     "rocelab import sonic config_db.json > qos.yaml",
+    "rocelab k8s scenarios/quickstart.yaml --parts 2 --image registry.example/rocelab:0.1.0 > qs.yaml",
     "rocelab import sonic config_db.json --into scenarios/incast-dcqcn.yaml -o mine.yaml && sudo rocelab run mine.yaml",
 ]
 INSTANCES = ["quickstart", "qs2", "incast-lossless", "pfc-watchdog"]

@@ -716,6 +716,41 @@ while not os.path.exists(stop):
         self.assertIn("a split run is one task per node on two nodes or more (srun -N M --ntasks-per-node=1)", r.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "never")))
 
+    def test_part_auto_takes_its_share_from_a_k8s_pod(self):
+        """Issue 37: `run --part auto` in a pod of the Indexed Job `rocelab k8s` writes: the
+        index Kubernetes gives the pod (JOB_COMPLETION_INDEX), ROCELAB_PARTS and the Job's and
+        Service's names make the part, M and the peers' DNS names (here --peers gives the
+        addresses, as the cluster's DNS is not here); the run is the hand-started one. An index
+        beyond the parts is refused before anything is made."""
+        path = self.incast_scenario("k8s.yaml", 2)
+
+        def pod_env(i, parts=2):
+            return dict(os.environ, JOB_COMPLETION_INDEX=str(i), ROCELAB_PARTS=str(parts), ROCELAB_K8S_JOB="rocelab-k8s",
+                        ROCELAB_K8S_SERVICE="rocelab-k8s", ROCELAB_RUN_KEY="the run key, from the Secret")
+        procs = []
+        for i in (0, 1):
+            out = os.path.join(self.tmp, f"pod{i}")
+            procs.append((out, subprocess.Popen(
+                ["nsenter", f"--net={NETNS_DIR}/{self.machines[i]}", ROCELAB, "run", "--no-report", "--instance",
+                 self.parts[i], "--part", "auto", "--peers", ",".join(self.underlay), "--part-wait", "60", "--out", out,
+                 path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=pod_env(i))))
+        for i, (out, p) in enumerate(procs):
+            _, err = p.communicate(timeout=300)
+            self.assertEqual(p.returncode, 0, f"part {i}: {err[-2000:]}")
+            self.assertIn(f"--part auto: part {i} of 2 (Kubernetes Indexed Job of 2 pods; this one "
+                          f"rocelab-k8s-{i}.rocelab-k8s, {self.underlay[i]})", err)
+            with open(os.path.join(out, "results.json")) as f:
+                res = json.load(f)
+            self.assertEqual((res["split"]["part"], res["split"]["parts"], res["split"]["signed"]), (i, 2, True))
+            self.assertEqual(sorted((f["from"], f["bytes"], f["digest_ok"]) for f in res["workloads"]["flows"]),
+                             [("host3", 2 << 20, True), ("host4", 2 << 20, True)])
+        env = pod_env(2)
+        r = subprocess.run([ROCELAB, "run", "--instance", self.parts[0], "--part", "auto", "--out",
+                            os.path.join(self.tmp, "never"), path], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("JOB_COMPLETION_INDEX 2 of ROCELAB_PARTS 2", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "never")))
+
     def test_split_runs_that_cannot_agree_stop_on_every_part_and_say_why(self):
         # Another seed on part 1: both refuse before anything is made.
         got = self.run_parts(self.path, ((), ("--seed", "9")))

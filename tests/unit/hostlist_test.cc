@@ -78,3 +78,34 @@ TEST(Hostlist, AStepThatIsNotOneTaskPerNodeIsRefusedSayingHowToStartIt) {
   EXPECT_FALSE(slurm_step({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_NODELIST", "n[1-"}}, why));
   EXPECT_NE(why.find("SLURM_STEP_NODELIST: "), std::string::npos) << why;
 }
+
+// A pod of rocelab's Indexed Job: its index is the part, the parts are named JOB-I.SERVICE
+// (the hostname and subdomain Kubernetes gives an Indexed Job's pods under a headless Service).
+TEST(Hostlist, AnIndexedJobsPodGivesThePartTheCountAndThePeersNames) {
+  std::string why;
+  const std::map<std::string, std::string> env{{"JOB_COMPLETION_INDEX", "2"}, {"ROCELAB_PARTS", "3"},
+                                               {"ROCELAB_K8S_JOB", "rocelab-ring"}, {"ROCELAB_K8S_SERVICE", "ring"}};
+  auto p = k8s_pod(env, why);
+  ASSERT_TRUE(p) << why;
+  EXPECT_EQ(p->part, 2u);
+  EXPECT_EQ(p->parts, 3u);
+  EXPECT_EQ(p->nodes, (std::vector<std::string>{"rocelab-ring-0.ring", "rocelab-ring-1.ring", "rocelab-ring-2.ring"}));
+  EXPECT_FALSE(k8s_pod({}, why));
+  EXPECT_NE(why.find("rocelab k8s"), std::string::npos) << why;
+  auto with = [&](const char* k, const char* v) {
+    auto e = env;
+    e[k] = v;
+    return k8s_pod(e, why);
+  };
+  EXPECT_FALSE(with("JOB_COMPLETION_INDEX", "3"));
+  EXPECT_NE(why.find("JOB_COMPLETION_INDEX 3 of ROCELAB_PARTS 3"), std::string::npos) << why;
+  EXPECT_FALSE(with("ROCELAB_PARTS", "1"));
+  EXPECT_FALSE(with("ROCELAB_PARTS", "65"));
+  EXPECT_FALSE(with("ROCELAB_K8S_JOB", "Ring"));
+  EXPECT_NE(why.find("DNS labels"), std::string::npos) << why;
+  EXPECT_FALSE(with("ROCELAB_K8S_SERVICE", "a.b"));
+  EXPECT_FALSE(with("JOB_COMPLETION_INDEX", "-1"));
+  EXPECT_TRUE(is_dns_label("rocelab-quickstart"));
+  EXPECT_FALSE(is_dns_label("-a"));
+  EXPECT_FALSE(is_dns_label(std::string(64, 'a')));
+}
