@@ -62,11 +62,25 @@ bool sonic_format(const po::variables_map& vm, const std::string& cmd) {
   return false;
 }
 
+// A workload whose DSCP the imported map puts on a priority that is not lossless: right by
+// the file, and a surprise (SONiC's AZURE map sends DSCP 26, perftest's RoCE default, to TC 1).
+void warn_lossy_workloads(const model::Scenario& s) {
+  for (const auto& w : s.workloads) {
+    const int prio = s.qos.dscp_to_prio[size_t(w.dscp) & 63];
+    if (s.qos.lossless_mask && !((s.qos.lossless_mask >> prio) & 1))
+      std::cerr << "note: workload " << w.name << " sends on DSCP " << w.dscp << ", which this map puts on priority "
+                << prio << ": not lossless here (set the workload's dscp: to one the map sends to a lossless priority)\n";
+  }
+}
+
 // The imported block checked the way a scenario file is: inside --into's scenario, or on a
 // one-switch stub (its values alone: ranges, XON below XOFF, headroom of an MTU at least).
 bool validate_import(const std::string& text, const std::string& label) {
   auto res = run::load_scenario_text(text, label);
-  if (res.ok()) return true;
+  if (res.ok()) {
+    warn_lossy_workloads(*res.scenario);
+    return true;
+  }
   auto diags = res.diags.sorted();
   for (const auto& d : diags) std::cerr << d.format() << "\n";
   std::cerr << diags.size() << (diags.size() == 1 ? " error" : " errors") << " in " << label << "\n";

@@ -98,6 +98,15 @@ class Sonic(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         # Every field it read is mapped; what it leaves is named (the lossy queues' reservation).
         self.assertIn("not mapped: BUFFER_PROFILE|egress_lossy_profile size", r.stderr)
+        self.assertNotIn("note: workload", r.stderr)  # the scenario has no workload
+        # Right by the file and still a surprise: the AZURE map puts perftest's DSCP 26 on TC 1.
+        with open(self.path("w.yaml"), "w") as f:
+            f.write(SCENARIO.format(pid=os.getpid()) + "workloads: [{name: inc, type: incast, hosts: [host1, host2], "
+                    "to: host3}, {name: on3, type: write_bw, from: host1, to: host2, dscp: 3}]\n")
+        r = rocelab("import", "sonic", self.fixture, "--into", self.path("w.yaml"), "-o", self.path("w2.yaml"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("note: workload inc sends on DSCP 26, which this map puts on priority 1: not lossless", r.stderr)
+        self.assertNotIn("workload on3", r.stderr)
         r = rocelab("validate", "--resolved", "-j", self.path("mine.yaml"))
         self.assertEqual(r.returncode, 0, r.stderr)
         q = json.loads(r.stdout)["qos"]
