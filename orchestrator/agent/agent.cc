@@ -139,10 +139,12 @@ class Agent {
       std::vector<pollfd> fds{{events_->fd(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
       for (const Client& c : clients_)
         fds.push_back({c.fd.get(), short((c.answered ? 0 : POLLIN) | (c.out.empty() ? 0 : POLLOUT)), 0});
+      const bool owed = in_force_ > 0 || xon_owed_ > 0;
       const uint64_t asleep = now_ns();
       poll(fds.data(), fds.size(), int(kPollNs / 1'000'000));
-      note_stall(asleep, now_ns());
-      events_->consume();
+      const uint64_t woke = now_ns();
+      const bool arrived = events_->consume() > 0;
+      note_stall(asleep, woke, owed || arrived);
       serve_clients(fds, 2);
       if (fds[1].revents & POLLIN) accept_clients();
       const uint64_t now = now_ns();
@@ -191,9 +193,11 @@ class Agent {
   // A poll that returned well past its timeout: this real-time thread was runnable and not
   // run. Idle, the loop oversleeps past 1.2 ms a few times a run (~1-2 ms in all over ten
   // seconds); a run whose bottleneck lost 0.5 % of its time measured 40 ms in 36 stalls.
-  void note_stall(uint64_t asleep, uint64_t woke) {
+  // A stall with nothing of PFC's waiting (no pause in force, no XON owed, no PFC frame
+  // arriving) is recorded too, marked so: the run's other checks (steal, pacing) judge it.
+  void note_stall(uint64_t asleep, uint64_t woke, bool pfc) {
     if (woke - asleep <= kPollNs + kStallSlackNs) return;
-    if (fig_.stalls.size() < fabric::kStallLogMax) fig_.stalls.push_back({woke, woke - asleep - kPollNs});
+    if (fig_.stalls.size() < fabric::kStallLogMax) fig_.stalls.push_back({woke, woke - asleep - kPollNs, pfc});
     else ++fig_.stalls_dropped;
   }
   static constexpr uint64_t kPollNs = 1'000'000, kStallSlackNs = 200'000;
@@ -541,6 +545,7 @@ class Agent {
     }
     if (set_pause(p, e.prio, true)) {
       st.on = true;
+      ++in_force_;
       ++fig_.pauses;
       ++st.count;
       uint64_t done = now_ns();
@@ -570,6 +575,7 @@ class Agent {
   bool resume(Port& p, uint32_t prio, Paused& st, uint64_t now) {
     if (!st.on || !set_pause(p, prio, false)) return false;
     st.on = false;
+    --in_force_;
     st.total_ns += now - st.since_ns;
     maps_->set_pause_clock(p.cfg->slot, prio, 0, st.total_ns);
     log_pause(now, p.cfg->slot, prio, false);
@@ -592,8 +598,10 @@ class Agent {
     if (!maps_->tx_states(keys_, states_, why)) return;
     // The paused ports by (node, priority): each node's queues of a priority are probed once.
     std::map<std::pair<uint32_t, uint32_t>, std::vector<size_t>> groups;
+    xon_owed_ = 0;
     for (size_t i = 0; i < keys_.size(); ++i) {
       if (!states_[i].paused) continue;
+      ++xon_owed_;
       auto it = ports_.find(keys_[i] / RL_NUM_PRIO);
       if (it != ports_.end()) groups[{it->second.cfg->node, keys_[i] % RL_NUM_PRIO}].push_back(i);
     }
@@ -732,6 +740,8 @@ class Agent {
   std::vector<Node> nodes_;
   std::map<uint32_t, Port> ports_;
   std::map<uint64_t, Paused> paused_;
+  size_t in_force_ = 0;  // paused_ entries on
+  size_t xon_owed_ = 0;  // port-priorities this fabric paused, at the last sync
   struct Storm {
     fabric::StormSpec spec;
     uint64_t next_ns = 0, sent = 0;

@@ -98,6 +98,9 @@ struct DeadlockFigures {
 struct AgentStall {
   uint64_t t_ns = 0;    // CLOCK_MONOTONIC when the loop woke
   uint64_t late_ns = 0;  // past the poll's timeout
+  // PFC had the loop's work waiting: a pause in force, an XON this fabric owed, or PFC frames
+  // that arrived while it slept. A stall without it delayed nothing of PFC's.
+  bool pfc = true;
 };
 
 struct PauseEvent {

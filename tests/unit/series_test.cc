@@ -162,7 +162,8 @@ TEST(Series, PauseEndedBeforeTheLastReadingNeverRunsBack) {
 // The agent sink: the PFC loop's stalls within the traffic phase, each past the two frame
 // times a shaper makes up (kIncast: 100 Gbit/s / D = 1000, MTU 1500: 0.242 ms), make
 // agent_stalled; the longest is agent_stall_max (physical). Past 1 % of the phase the run is
-// invalid, naming them. Stalls before the traffic began (bring-up) are not the run's.
+// invalid, naming them. Stalls before the traffic began (bring-up) are not the run's, nor
+// stalls while PFC had nothing waiting (no pause in force, no XON owed, no frame arriving).
 TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   const auto s = must_load(kIncast);
   const auto plan = fabric::plan_kernel(s);
@@ -193,9 +194,31 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   model::MetricSet m2;
   const std::string why = collect({{3'000'000'000, 80'000'000}, {4'000'000'000, 40'000'000}}, m2);
   EXPECT_NEAR(m2.at("agent_stalled").scalar, (120e6 - 2 * made_up) / 10e9, 1e-12);
-  EXPECT_NE(why.find("1.2 % of the traffic phase (2 stalls of the PFC agent's loop, the longest 80.0 ms, each past the "
-                     "0.24 ms a shaper makes up)"),
+  EXPECT_NE(why.find("1.2 % of the traffic phase (2 stalls of the PFC agent's loop with PFC's work waiting, the "
+                     "longest 80.0 ms, each past the 0.24 ms a shaper makes up)"),
             std::string::npos)
       << why;
   EXPECT_NE(why.find("did not keep up"), std::string::npos) << why;
+  // The same stalls, and one of 200 ms, with nothing of PFC's waiting: valid, none counted.
+  model::MetricSet m3;
+  EXPECT_EQ(collect({{3'000'000'000, 80'000'000, false}, {4'000'000'000, 40'000'000, false},
+                     {5'000'000'000, 200'000'000, false}, {6'000'000'000, 10'000'000, true}},
+                    m3),
+            "");
+  EXPECT_NEAR(m3.at("agent_stalled").scalar, (10e6 - made_up) / 10e9, 1e-12);
+  EXPECT_NEAR(m3.at("agent_stall_max").scalar, 10e-3 / 1000, 1e-12);
+}
+
+// The stalls cross the agent's socket with their PFC mark: a stall with nothing waiting must
+// stay uncounted after the trip.
+TEST(AgentSink, StallsKeepTheirPfcMarkOverTheSocket) {
+  fabric::AgentFigures f;
+  f.stalls = {{1'000, 2'000'000, true}, {5'000, 7'000'000, false}};
+  std::string why;
+  const auto back = fabric::figures_from_json(nlohmann::json::parse(fabric::to_json(f).dump()), why);
+  ASSERT_TRUE(back) << why;
+  ASSERT_EQ(back->stalls.size(), 2u);
+  EXPECT_TRUE(back->stalls[0].pfc);
+  EXPECT_FALSE(back->stalls[1].pfc);
+  EXPECT_EQ(back->stalls[1].late_ns, 7'000'000u);
 }
