@@ -107,7 +107,17 @@ class Incast(unittest.TestCase):
                 dump.terminate()
                 dump.wait()
         self.last = b
+        self.window = (t_a, t_b)
         return sent, received, steady
+
+    def stalled(self, agent):
+        """The share of the measured window the fabric lost to the PFC loop's stalls with PFC's
+        work waiting, each past the two frames (at the emulated 100 Mbit/s) a shaper makes up;
+        the run's agent_stalled, over this window (telemetry/agent.cc)."""
+        t_a, t_b = (int(t * 1e9) for t in self.window)
+        made_up = 2 * (1500 + 14) * 8 / RATE * 1e9
+        lost = sum(max(0, late - made_up) for t, late, pfc in agent["stalls"] if pfc and t_a <= t <= t_b)
+        return lost / (t_b - t_a)
 
     def incast(self, senders, seconds=4.0):
         rx, dst = self.up(senders, "roce-lossless")
@@ -145,7 +155,11 @@ class Incast(unittest.TestCase):
         self.assertEqual(link_drops, {}, "veth rx/tx dropped")
         self.assertEqual(udp_bad, {}, "UDP buffer errors")
         self.assertEqual(received, sent, "end-to-end datagram loss")
-        self.assertGreaterEqual(steady, 0.95 * RATE, "bottleneck throughput")
+        # The 95 % is of the time the machine ran the fabric: a stall of the PFC loop with a
+        # pause to lift (CI read 22 % steal) idles the bottleneck past what its shaper makes up.
+        stalled = self.stalled(agent)
+        print(f"PFC loop stalled {stalled:.2%} of the window the bottleneck was measured in", file=sys.stderr)
+        self.assertGreaterEqual(steady, 0.95 * RATE * (1 - stalled), "bottleneck throughput")
         self.assertGreater(h1[3]["pfc_rx"], 0)
         self.assertGreater(agent["pauses"], 0)
         # The pause holds: nothing beyond one frame per pause leaves a paused NIC (the watcher
