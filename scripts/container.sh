@@ -42,6 +42,6 @@ if command -v runc > /dev/null; then runtime=(--runtime runc); fi
 printf '[containers]\ndefault_ulimits = []\n' > "$ctx/containers.conf"
 mkdir -p "$ctx/runs"
 CONTAINERS_CONF="$ctx/containers.conf" podman "${runtime[@]}" run --rm --privileged -v "$ctx/runs:/work/runs" \
-  localhost/rocelab:latest run --no-report --out /work/runs/quickstart /usr/share/rocelab/scenarios/quickstart.yaml
+  localhost/rocelab:latest run --retry-invalid --no-report --out /work/runs/quickstart /usr/share/rocelab/scenarios/quickstart.yaml
 test -s "$ctx/runs/quickstart/junit.xml"
 echo "container.sh: the quickstart scenario passed in the image"

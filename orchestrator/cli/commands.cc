@@ -408,6 +408,31 @@ int run_vm(const po::variables_map& vm, const model::Scenario& s) {
   return r->exit_code;
 }
 
+// --retry-invalid, or ROCELAB_RETRY_INVALID=1 where it can apply: a split run's parts and a
+// --vm run decide nothing alone here (asked for them outright, it is refused).
+std::optional<bool> retry_invalid(const po::variables_map& vm) {
+  const bool elsewhere = vm.count("part") || vm.count("peers") || vm.count("vm");
+  if (vm.count("retry-invalid")) {
+    if (elsewhere) {
+      std::cerr << "rocelab run: --retry-invalid is not for "
+                << (vm.count("vm") ? "--vm (the guest runs once; run it again with --scale 2 x D)"
+                                   : "--part (a split run's parts cannot retry alone; run every part again with "
+                                     "--scale 2 x D)")
+                << "\n";
+      return std::nullopt;
+    }
+    return true;
+  }
+  const char* env = std::getenv("ROCELAB_RETRY_INVALID");
+  const std::string v = env ? env : "";
+  if (v.empty() || v == "0") return false;
+  if (v != "1") {
+    std::cerr << "rocelab run: ROCELAB_RETRY_INVALID=" << v << ": 1 (retry an invalid run once at 2 x D) or 0\n";
+    return std::nullopt;
+  }
+  return !elsewhere;
+}
+
 int cmd_run(const po::variables_map& vm, const Globals& g) {
   auto s = load(vm, g);
   if (!s) return kExitBadInput;
@@ -426,6 +451,8 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     }
     s->seed = uint64_t(seed);
   }
+  const auto retry = retry_invalid(vm);
+  if (!retry) return kExitBadInput;
   run::RunOptions opts;
   if (vm.count("part") || vm.count("peers")) {
     if (vm.count("vm") || vm.count("model-only")) {
@@ -471,7 +498,19 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
   if (!g.json) opts.meter = terminal_meter(drew);
   catch_signals();
   spdlog::info("run {}: {}", s->name, summary_line(*s));
-  run::RunReport rep = run::run_scenario(*s, opts);
+  run::RunReport rep;
+  if (*retry) {
+    const std::string out = opts.out_dir;
+    rep = run::run_scenario_retrying(
+        *s, opts, [&](const run::RunReport&) { return out.empty() ? out : out + "-2xD"; },
+        [&](const std::string& why) {
+          if (drew) fmt::print(stderr, "\n");
+          drew = false;
+          spdlog::warn("{}", why);
+        });
+  } else {
+    rep = run::run_scenario(*s, opts);
+  }
   if (drew) fmt::print(stderr, "\n");
   if (g.json) {
     ordered_json j{{"run_dir", rep.run_dir}, {"outcome", rep.outcome}, {"exit_code", rep.exit_code}, {"class", class_name(rep.exit_code)},
@@ -1202,6 +1241,7 @@ const std::vector<Command>& commands() {
        "results.json says the class and the reason (\"class\", \"reason\").",
        "rocelab run scenarios/quickstart.yaml\n  rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml\n"
        "  rocelab run --scale 2000 scenarios/incast-dcqcn.yaml   # half the emulated rates\n"
+       "  rocelab run --retry-invalid scenarios/quickstart.yaml   # in CI: a slow machine gets a second run at 2 x D\n"
        "  sudo rocelab run --part 1/2 --peers 10.9.0.1,10.9.0.2 --run-key run.key scenarios/quickstart.yaml   # machine 1 of 2",
        [](po::options_description& d) {
          d.add_options()("out", po::value<std::string>(), "run directory (default runs/NAME-TIMESTAMP)")(
@@ -1213,6 +1253,9 @@ const std::vector<Command>& commands() {
              "retry-of", po::value<std::string>(),
              "this run retries an invalid one (exit 2) and why: results.json and junit.xml record it, so a CI "
              "report counts every retry")(
+             "retry-invalid",
+             "an invalid run (exit 2) runs once more at 2 x D, as a retry (--out DIR: into DIR-2xD); the exit code "
+             "is the second run's. ROCELAB_RETRY_INVALID=1 sets it too (a CI job's environment)")(
              "recalibrate", "with scale: auto, measure this machine again instead of using its cached calibration")(
              "no-report", "do not write RUN_DIR/report.html (rocelab report RUN_DIR writes it later)")(
              "vm", "run it inside the project's VM image (images/build.sh --rocelab): a kernel with rdma_rxe and "

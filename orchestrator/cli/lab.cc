@@ -327,7 +327,7 @@ std::optional<model::Scenario> learner_scenario(const po::variables_map& vm, con
   return std::move(res.scenario);
 }
 
-// Runs as `rocelab run` would, an invalid run (exit 2) once more at 2 x D as every runner does.
+// Runs as `rocelab run --retry-invalid` would.
 run::RunReport run_for_grade(model::Scenario& s, const std::string& work, const std::string& path, bool json) {
   run::RunOptions opts;
   opts.scenario_path = path;
@@ -336,16 +336,14 @@ run::RunReport run_for_grade(model::Scenario& s, const std::string& work, const 
   if (!json) opts.meter = terminal_meter(drew);
   opts.out_dir = new_run_dir(work);
   catch_signals();
-  run::RunReport rep = run::run_scenario(s, opts);
+  run::RunReport rep = run::run_scenario_retrying(
+      s, opts, [&](const run::RunReport&) { return new_run_dir(work); },
+      [&](const std::string& why) {
+        if (drew) fmt::print(stderr, "\n");
+        drew = false;
+        spdlog::warn("{}", why);
+      });
   if (drew) fmt::print(stderr, "\n");
-  if (rep.exit_code == kExitInvalid && !cancel_flag()->load() && !model::rescale(s, 2 * s.scale.factor())) {
-    spdlog::warn("the run was invalid ({}): once more at D = {:g}", rep.error, s.scale.factor());
-    opts.retry_of = rep.error;
-    opts.out_dir = new_run_dir(work);
-    drew = false;
-    rep = run::run_scenario(s, opts);
-    if (drew) fmt::print(stderr, "\n");
-  }
   return rep;
 }
 

@@ -2,6 +2,7 @@
 
 #include "run/autoscale.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <condition_variable>
@@ -19,6 +20,7 @@
 #include "fabric/local_testbed.h"
 #include "fault/timeline.h"
 #include "model/ipv4.h"
+#include "model/loader.h"
 #include "model/partition.h"
 #include "run/resolved.h"
 #include "run/split.h"
@@ -60,6 +62,7 @@ struct RunContext {
   int64_t traffic_t0_ns = 0;   // the Testbed clock when the traffic phase (its fault timeline) began
   std::optional<Error> error;  // what stopped the run (exit code from its code)
   std::string invalid;         // why the run cannot be trusted (exit 2)
+  std::string steal;           // the hypervisor's steal past 5 %, for the collect phase to judge
   std::vector<AssertionOutcome> assertions;
   std::string table;
   // A split fabric: the other parts, and which part runs each node.
@@ -368,6 +371,7 @@ Status traffic_phase(RunContext& c) {
       if (auto wr = workload::run_workloads(c.s, c.plan(), *c.testbed, ro)) {
         c.workloads = std::move(*wr);
         if (!c.workloads->invalid.empty() && c.invalid.empty()) c.invalid = c.workloads->invalid;
+        c.steal = c.workloads->steal;  // judged after the traffic, with the agent's probe
         if (!c.workloads->fault.empty()) st = error(Errc::kTestbedFault, "workloads: " + c.workloads->fault);
         if (!c.workloads->stopped.empty() && !c.workloads->cancelled)
           st = error(Errc::kTestbedFault, "workloads: " + c.workloads->stopped + stalled_flows(*c.workloads));
@@ -457,12 +461,16 @@ std::string events_csv(const RunContext& c) {
 
 Status collect_phase(RunContext& c) {
   Status first = ok();  // every sink collects what it can; the first failure is the phase's
+  bool steal_judged = false;
   for (const auto& sink : telemetry::sinks().all()) {
     ordered_json record = ordered_json::object();
     std::map<std::string, std::string> files;
     telemetry::Collect col{c.s, c.plan(), *c.testbed, c.metrics, c.notes, c.invalid, record, c.traffic_t0_ns, &files};
     if (auto it = c.recorders.find(sink.type); it != c.recorders.end()) col.recorder = it->second.get();
-    if (auto st = sink.collect(col); !st) {
+    col.steal = c.steal;
+    const Status st = sink.collect(col);
+    steal_judged = steal_judged || col.steal_judged;
+    if (!st) {
       if (first) first = st;
       continue;
     }
@@ -471,6 +479,7 @@ Status collect_phase(RunContext& c) {
       if (!write_text(c.dir / name, text, why)) return error(Errc::kEnvironment, why);
     c.events->add("collected", {{"sink", sink.type}, {"record", record}});
   }
+  if (!c.steal.empty() && !steal_judged && c.invalid.empty()) c.invalid = c.steal + ": the machine did not keep up";
   std::map<std::string, std::string> files{{"series-events.csv", events_csv(c)}};
   if (c.workloads) {
     files["series-flows.csv"] = flows_csv(*c.workloads, c.traffic_t0_ns, c.s.scale);
@@ -700,6 +709,18 @@ RunReport run_scenario(const model::Scenario& s, const RunOptions& opts) {
   check_delivery(c);
   assert_phase(c);
   return report(c);
+}
+
+RunReport run_scenario_retrying(model::Scenario& s, RunOptions opts,
+                                const std::function<std::string(const RunReport&)>& retry_dir,
+                                const std::function<void(const std::string&)>& say) {
+  RunReport rep = run_scenario(s, opts);
+  if (rep.exit_code != kExitInvalid || opts.split || (opts.cancel && opts.cancel->load())) return rep;
+  if (model::rescale(s, 2 * s.scale.factor())) return rep;  // D past what the file allows: the verdict stands
+  if (say) say(fmt::format("the run was invalid ({}): once more at D = {:g}", rep.error, s.scale.factor()));
+  opts.retry_of = rep.error;
+  opts.out_dir = retry_dir ? retry_dir(rep) : std::string();
+  return run_scenario(s, opts);
 }
 
 }  // namespace rocelab::run

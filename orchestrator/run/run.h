@@ -47,4 +47,12 @@ struct RunReport {
 
 RunReport run_scenario(const model::Scenario& s, const RunOptions& opts);
 
+// run_scenario, and an invalid run (exit 2: the machine did not keep up) once more at 2 x D,
+// as DESIGN.md §3 asks of every runner: `s` is left at the D of the last run, the retry's
+// options say retry_of, and retry_dir(first) names its run directory (empty: the default).
+// say() hears why, before the retry. Not for a split run: its parts would each decide.
+RunReport run_scenario_retrying(model::Scenario& s, RunOptions opts,
+                                const std::function<std::string(const RunReport&)>& retry_dir,
+                                const std::function<void(const std::string&)>& say);
+
 }  // namespace rocelab::run

@@ -115,14 +115,11 @@ void run_point(const SweepOptions& o, model::Scenario s, const std::string& dir,
   ro.scenario_path = o.scenario_path;
   ro.cancel = o.cancel;
   ro.out_dir = dir;
-  RunReport rep = run_scenario(s, ro);
-  if (rep.exit_code == kExitInvalid && !(o.cancel && o.cancel->load()) && !model::rescale(s, 2 * s.scale.factor())) {
-    if (o.say) o.say(fmt::format("  invalid ({}): once more at D = {:g}", rep.error, s.scale.factor()));
-    ro.out_dir = dir + "-2xD";
-    ro.retry_of = rep.error;
-    rep = run_scenario(s, ro);
-    row.retried = true;
-  }
+  const RunReport rep = run_scenario_retrying(
+      s, ro, [&](const RunReport&) { return row.retried = true, dir + "-2xD"; },
+      [&](const std::string& why) {
+        if (o.say) o.say("  " + why);
+      });
   row.run_dir = rep.run_dir;
   row.exit_code = rep.exit_code;
 }

@@ -46,6 +46,11 @@ struct Collect {
   int64_t t0_ns = 0;                // the Testbed clock at the traffic phase's start (0: none)
   std::map<std::string, std::string>* files = nullptr;  // name -> text, written into the run directory
   Recorder* recorder = nullptr;  // the sink's own, when it has `start` and the traffic ran
+  // The hypervisor's steal past 5 % of the phase (workload::WorkloadRun::steal), or empty. A
+  // sink with a finer probe of the machine's freezes judges it (and says so in steal_judged);
+  // unjudged, it makes the run invalid.
+  std::string steal;
+  bool steal_judged = false;
 };
 
 struct Sink {

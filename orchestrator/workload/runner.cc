@@ -642,6 +642,9 @@ void Session::totals(WorkloadRun& out) const {
   // The engine thread's run-queue wait sees a contended machine: a fat-tree all-to-all at
   // D = 4000 lost 14 % of busbw at 47 % waiting (one busy loop beside it) and 27 % at 59 %,
   // against ~2 % waiting alone.
+  if (out.machine_steal > 0.05 && out.machine_steal * out.seconds > 0.05)
+    out.steal = "the hypervisor ran something else on this machine's CPUs " +
+                std::to_string(int(std::lround(out.machine_steal * 100))) + " % of the traffic phase (steal time)";
   if (out.send_errors > 0)
     out.fault = std::to_string(out.send_errors) + " packets the kernel refused to send (" +
                 std::strerror(out.last_send_error) + "): an engine fault, not the fabric's";
@@ -649,10 +652,6 @@ void Session::totals(WorkloadRun& out) const {
     out.invalid = std::to_string(out.rx_overflow) +
                   " packets were lost in full host receive sockets (the engine did not read in time): "
                   "loss the emulation made, not the fabric";
-  else if (out.machine_steal > 0.05 && out.machine_steal * out.seconds > 0.05)
-    out.invalid = "the hypervisor ran something else on this machine's CPUs " +
-                  std::to_string(int(std::lround(out.machine_steal * 100))) +
-                  " % of the traffic phase (steal time): the machine did not keep up";
   else if (cpu_starved(out))
     out.invalid = "the engine waited for a CPU " + std::to_string(int(std::lround(out.engine_cpu_waiting * 100))) +
                   " % of the traffic phase, " +

@@ -87,6 +87,9 @@ struct WorkloadRun {
   // (steal); negative when unknown. A VM's noisy neighbour slows the softirq data plane and
   // the agent as well as the engine.
   double machine_steal = -1;
+  // Steal past 5 % of the phase, said so: the run is invalid unless the PFC agent's loop, the
+  // finer probe, saw no freeze its shapers could not make up (telemetry::Collect::steal).
+  std::string steal;
   std::string invalid;            // why the engine's figures cannot be trusted, or empty
   std::string fault;              // a fault of the testbed's own (the kernel refused packets), or empty
   // Why the workloads stopped before every flow completed or failed (the deadline, a cancel),

@@ -15,7 +15,8 @@ import sys
 import tempfile
 import unittest
 
-import harness  # tests/integration/harness.py, beside this script
+import harness  # tests/integration/harness.py and retries.py, beside this script
+import retries
 
 ROCELAB = ""
 SOURCE = ""
@@ -89,6 +90,9 @@ class Deb(unittest.TestCase):
         self.assertTrue(set(tags) <= {"bogus-mail-host", "bogus-mail-host-in-debian-changelog"}, lint.stdout)
         r = subprocess.run([os.path.join(SOURCE, "scripts", "deb-check.sh"), debs[0]], capture_output=True, text=True,
                            timeout=900)
+        for line in r.stderr.splitlines():
+            if "once more at D =" in line:  # the image's run was invalid once (--retry-invalid)
+                retries.record("container quickstart", line)
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-2000:])
         self.assertIn("outcome: pass (exit 0)", r.stdout)
         self.assertIn("rocelab-run - run a scenario end to end", r.stdout)
@@ -108,6 +112,9 @@ class Deb(unittest.TestCase):
             debs = glob.glob(f"{os.path.dirname(ROCELAB)}/rocelab_*.deb")
         r = subprocess.run([os.path.join(SOURCE, "scripts", "container.sh"), "--check", debs[0]], capture_output=True,
                            text=True, timeout=900)
+        for line in r.stderr.splitlines():
+            if "once more at D =" in line:  # the image's run was invalid once (--retry-invalid)
+                retries.record("container quickstart", line)
         self.assertEqual(r.returncode, 0, r.stdout[-3000:] + r.stderr[-2000:])
         self.assertIn("outcome: pass (exit 0)", r.stdout)
         self.assertIn("the quickstart scenario passed in the image", r.stdout)

@@ -122,6 +122,26 @@ class TestbedFaults(unittest.TestCase):
         self.assertEqual(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.count(self.name), 0,
                          "nothing left up")
 
+    def test_retry_invalid_runs_an_invalid_run_once_more_at_twice_d(self):
+        # At D = 1 the hosts' NICs are 100 Gbit/s of wall clock, and at D = 2 50: no machine of
+        # ours paces that through veth, so both runs are certain to be invalid (the pacing check).
+        out = os.path.join(self.tmp, "run")
+        r = subprocess.run([ROCELAB, "run", "--retry-invalid", "--no-report", "--scale", "1", "--out", out,
+                            self.scenario()], capture_output=True, text=True, timeout=300)
+        self.assertEqual(r.returncode, 2, r.stderr[-1500:])
+        first, second = results(out), results(out + "-2xD")
+        print(f"\n--retry-invalid: {first['reason'][:100]} -> D = {second['scale']}: exit {second['exit_code']}",
+              file=sys.stderr)
+        self.assertEqual((first["exit_code"], first["scale"], first.get("retry_of")), (2, 1, None))
+        self.assertEqual((second["exit_code"], second["scale"], second["retry_of"]), (2, 2, first["reason"]))
+        self.assertIn("once more at D = 2", r.stderr)
+        self.assertIn("run directory: " + out + "-2xD", r.stdout)
+        # The environment's switch says the same; a value that is neither 1 nor 0 is refused.
+        bad = subprocess.run([ROCELAB, "run", "--model-only", self.scenario()], capture_output=True, text=True,
+                             env=dict(os.environ, ROCELAB_RETRY_INVALID="yes"), timeout=60)
+        self.assertEqual(bad.returncode, 3, bad.stderr)
+        self.assertIn("ROCELAB_RETRY_INVALID=yes", bad.stderr)
+
     def test_a_fault_the_kernel_refuses_is_a_testbed_fault_and_the_runner_does_not_retry_it(self):
         path = self.scenario("faults:\n  - {type: link_down, target: leaf1:spine1, at: 100us, duration: 100us}\n")
         log = os.path.join(self.tmp, "retries.log")

@@ -209,6 +209,45 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   EXPECT_NEAR(m3.at("agent_stall_max").scalar, 10e-3 / 1000, 1e-12);
 }
 
+// Steal past 5 % (Collect::steal) is judged by the loop's probe of every freeze, PFC's work
+// waiting or not: held past the buckets 0.5 % of the phase, the run stands (and the steal
+// is judged, not left for the run to call invalid); 1.5 %, it is invalid, saying both.
+TEST(AgentSink, StealIsJudgedByTheFreezesTheLoopSaw) {
+  const auto s = must_load(kIncast);
+  const auto plan = fabric::plan_kernel(s);
+  const auto sink = telemetry::sinks().find("agent");
+  ASSERT_TRUE(sink);
+  const double made_up = 2.0 * (1500 + 14) * 8 / 100e6 * 1e9;  // ns
+  auto collect = [&](double held_ms, bool& judged) {
+    FakeTestbed tb(s);
+    fabric::AgentFigures f;
+    for (int i = 0; i < 10; ++i)  // ten freezes, nothing of PFC's waiting
+      f.stalls.push_back({uint64_t(3'000'000'000) + uint64_t(i) * 100'000'000, uint64_t(held_ms * 1e5 + made_up), false});
+    tb.figures = f;
+    const int64_t t0 = 2'000'000'000;
+    tb.clock_.set(t0 + 10'000'000'000);
+    model::MetricSet metrics;
+    std::vector<std::string> notes;
+    std::string invalid;
+    nlohmann::ordered_json record;
+    telemetry::Collect c{s, plan, tb, metrics, notes, invalid, record, t0, nullptr, nullptr};
+    c.steal = "the hypervisor ran something else on this machine's CPUs 8 % of the traffic phase (steal time)";
+    EXPECT_TRUE(sink->collect(c));
+    judged = c.steal_judged;
+    EXPECT_EQ(metrics.at("agent_stalled").scalar, 0);  // none had PFC's work waiting
+    return invalid;
+  };
+  bool judged = false;
+  EXPECT_EQ(collect(50, judged), "");  // 50 ms of 10 s
+  EXPECT_TRUE(judged);
+  const std::string why = collect(150, judged);
+  EXPECT_TRUE(judged);
+  EXPECT_NE(why.find("8 % of the traffic phase (steal time), and the PFC agent's loop found the fabric held past what "
+                     "its shapers make up 1.5 % of it: the machine did not keep up"),
+            std::string::npos)
+      << why;
+}
+
 // The stalls cross the agent's socket with their PFC mark: a stall with nothing waiting must
 // stay uncounted after the trip.
 TEST(AgentSink, StallsKeepTheirPfcMarkOverTheSocket) {
