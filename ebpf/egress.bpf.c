@@ -164,7 +164,7 @@ static __always_inline void pfc_generate(struct __sk_buff *skb, const struct rl_
 
 	if (in < RL_FIRST_PORT_IFINDEX || in == skb->ifindex)
 		return; /* made here (a host's own traffic): no ingress port to pause */
-	__u32 in_slot = slot_of(in), key = in_slot * RL_NUM_PRIO + prio;
+	__u32 in_slot = slot_of(in), key = rl_queue_key(in_slot, prio);
 	struct rl_pfc_tx_state *st = bpf_map_lookup_elem(&pfc_tx_state, &key);
 	struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &in_slot);
 
@@ -237,7 +237,7 @@ static __always_inline int pg_sync(struct __sk_buff *skb, const struct rl_config
 			break;
 		if (pops->slot[k] == RL_NO_PG)
 			continue;
-		__u32 key = pops->slot[k] * RL_NUM_PRIO + prio;
+		__u32 key = rl_queue_key(pops->slot[k], prio);
 		struct rl_pfc_tx_state *st = bpf_map_lookup_elem(&pfc_tx_state, &key);
 		__s64 *pgb = bpf_map_lookup_elem(&pg_bytes, &key);
 		if (!st || !pgb)
@@ -479,7 +479,7 @@ int rl_egress(struct __sk_buff *skb)
 	__s64 *pgb = 0;
 	if (ring && in >= RL_FIRST_PORT_IFINDEX && in != ifindex) {
 		in_slot = slot_of(in);
-		__u32 key = in_slot * RL_NUM_PRIO + prio;
+		__u32 key = rl_queue_key(in_slot, prio);
 		pg = bpf_map_lookup_elem(&pfc_tx_state, &key);
 		pgb = bpf_map_lookup_elem(&pg_bytes, &key);
 		if (!pg || !pgb) {

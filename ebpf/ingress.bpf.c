@@ -47,7 +47,7 @@ static __always_inline int take_pfc(struct __sk_buff *skb)
 		e->quanta = quanta;
 		e->decided_ns = 0;
 		if (self && self->peer) {
-			__u32 key = (self->peer - 1) * RL_NUM_PRIO + p;
+			__u32 key = rl_queue_key(self->peer - 1, p);
 			struct rl_pfc_tx_state *st = bpf_map_lookup_elem(&pfc_tx_state, &key);
 			if (st)
 				e->decided_ns = st->last_sent_ns;

@@ -33,7 +33,7 @@ static __always_inline void check(__u32 slot, struct sk_buff *skb, __u64 now)
 	/* Data classes only: PFC frames and the agent's frames leave through the direct queue. */
 	if ((classid >> 16) != RL_HTB_MAJOR || minor < RL_CLASS_BASE || minor >= RL_CLASS_BASE + RL_NUM_PRIO)
 		return;
-	__u32 key = slot * RL_NUM_PRIO + (minor - RL_CLASS_BASE);
+	__u32 key = rl_queue_key(slot, minor - RL_CLASS_BASE);
 	struct rl_pause_state *st = bpf_map_lookup_elem(&pause_state, &key);
 
 	if (!st)

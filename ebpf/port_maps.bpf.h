@@ -51,7 +51,7 @@ static __always_inline struct rl_counters *counters_of(__u32 ifindex, __u32 prio
 
 	if (ifindex < RL_FIRST_PORT_IFINDEX || slot > (1u << 20))
 		return 0;
-	key = slot * RL_NUM_PRIO + (prio & (RL_NUM_PRIO - 1));
+	key = rl_queue_key(slot, prio);
 	return bpf_map_lookup_elem(&port_counters, &key);
 }
 

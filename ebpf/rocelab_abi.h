@@ -23,6 +23,15 @@ struct rl_probe_stats {
 /* ---- port programs (egress.bpf.c, ingress.bpf.c) ------------------------------------ */
 
 #define RL_NUM_PRIO 8
+/* A queue (port slot, priority) by one key, in BPF and C++ alike: its index in every
+ * per-queue array and map (counters, PFC transmit state, PG bytes) and the agent's name for
+ * it. A priority past 7 is taken modulo 8, as the programs read the 3-bit PCP. */
+static inline __u32 rl_queue_key(__u32 slot, __u32 prio)
+{
+	return slot * RL_NUM_PRIO + (prio & (RL_NUM_PRIO - 1));
+}
+static inline __u32 rl_queue_slot(__u32 key) { return key / RL_NUM_PRIO; }
+static inline __u32 rl_queue_prio(__u32 key) { return key % RL_NUM_PRIO; }
 /* Every testbed port has ifindex RL_FIRST_PORT_IFINDEX + slot, unique across the fabric,
  * so one loaded program serves all ports. (fabric/kernel_plan.h: kFirstPortIfindex.) */
 #define RL_FIRST_PORT_IFINDEX 1000
@@ -69,7 +78,7 @@ static_assert(sizeof(rl_drop_names) / sizeof(rl_drop_names[0]) == RL_DROP__USED,
 static_assert(RL_DROP__USED <= RL_DROP__MAX, "rl_counters has room for every drop reason");
 #endif
 
-/* Counters of one (port, priority): array slot port_slot * RL_NUM_PRIO + prio. tx counts
+/* Counters of one (port, priority): array slot rl_queue_key(port_slot, prio). tx counts
  * what egress admitted into the port's queue; the shaper's own count is HTB's. */
 struct rl_counters {
 	__u64 tx_packets;

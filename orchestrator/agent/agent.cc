@@ -4,7 +4,6 @@
 #include <sched.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include <optional>
 
 #include "agent/exporter.h"
+#include "agent/requests.h"
 #include "bpf/fabric_maps.h"
 #include "bpf/headroom.h"
 #include "bpf/pause_watch.h"
@@ -129,24 +129,21 @@ class Agent {
     if (!emitter_) return false;
     if (!watch_watchdog(why)) return false;
     if (cfg_.metrics_port && !serve_metrics(why)) return false;
-    return listen_on(cfg_.socket_path, why);
+    requests_ = RequestServer::listen(cfg_.socket_path, [this](const std::string& l) { return answer(l); }, why);
+    return requests_ != nullptr;
   }
 
   bool loop() {
     realtime();
     uint64_t last_alive = now_ns(), last_sync = 0, last_budget = last_alive;
     while (!(stop_ && stop_->load()) && !stopping_) {
-      std::vector<pollfd> fds{{events_->fd(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
-      for (const Client& c : clients_)
-        fds.push_back({c.fd.get(), short((c.answered ? 0 : POLLIN) | (c.out.empty() ? 0 : POLLOUT)), 0});
-      const bool owed = in_force_ > 0 || xon_owed_ > 0;
+      std::vector<pollfd> fds{{events_->fd(), POLLIN, 0}};
+      requests_->add_fds(fds);
       const uint64_t asleep = now_ns();
       poll(fds.data(), fds.size(), int(kPollNs / 1'000'000));
-      const uint64_t woke = now_ns();
-      const bool arrived = events_->consume() > 0;
-      note_stall(asleep, woke, owed || arrived);
-      serve_clients(fds, 2);
-      if (fds[1].revents & POLLIN) accept_clients();
+      note_stall(asleep, now_ns());  // before the work it may have delayed, which says so
+      events_->consume();
+      requests_->serve(fds, 1);
       const uint64_t now = now_ns();
       expire(now);
       run_storms(now);
@@ -170,9 +167,10 @@ class Agent {
         if (stat(cfg_.state_path.c_str(), &st) != 0) break;  // the fabric was taken down
         last_alive = now;
       }
+      stall_ = nullptr;  // what comes later was not delayed by it
     }
-    flush_clients();
-    unlink(cfg_.socket_path.c_str());
+    requests_->flush(200'000'000ull);  // the `stop` request's own reply: a little while at most
+    requests_.reset();                 // the socket's path goes with it
     return true;
   }
 
@@ -193,12 +191,24 @@ class Agent {
   // A poll that returned well past its timeout: this real-time thread was runnable and not
   // run. Idle, the loop oversleeps past 1.2 ms a few times a run (~1-2 ms in all over ten
   // seconds); a run whose bottleneck lost 0.5 % of its time measured 40 ms in 36 stalls.
-  // A stall with nothing of PFC's waiting (no pause in force, no XON owed, no PFC frame
-  // arriving) is recorded too, marked so: the run's other checks (steal, pacing) judge it.
-  void note_stall(uint64_t asleep, uint64_t woke, bool pfc) {
+  // What PFC's work waited on it is told by that work, in the same turn of the loop
+  // (delayed_since): a stall with none delayed nothing of PFC's.
+  void note_stall(uint64_t asleep, uint64_t woke) {
     if (woke - asleep <= kPollNs + kStallSlackNs) return;
-    if (fig_.stalls.size() < fabric::kStallLogMax) fig_.stalls.push_back({woke, woke - asleep - kPollNs, pfc});
-    else ++fig_.stalls_dropped;
+    if (fig_.stalls.size() < fabric::kStallLogMax) {
+      fig_.stalls.push_back({woke, woke - asleep - kPollNs, 0});
+      stall_ = &fig_.stalls.back();
+    } else {
+      ++fig_.stalls_dropped;
+    }
+  }
+  // PFC's work, done now, was due at `due` (a frame's arrival, a pause's end; 0: at some
+  // moment of the stall, unknown, so all of it): this stall delayed it that long.
+  void delayed_since(uint64_t due) {
+    if (!stall_) return;
+    const uint64_t whole = stall_->late_ns;
+    const uint64_t d = due && due < stall_->t_ns ? std::min(stall_->t_ns - due, whole) : (due ? 0 : whole);
+    stall_->delayed_ns = std::max(stall_->delayed_ns, d);
   }
   static constexpr uint64_t kPollNs = 1'000'000, kStallSlackNs = 200'000;
 
@@ -210,88 +220,8 @@ class Agent {
                      bool(ports_.at(p.slot).info.flags & RL_PORT_HOST), ++index[p.node]});
     exporter_ = Exporter::start(cfg_.metrics_port, std::move(out), *maps_, cfg_.scale, why);
     if (!exporter_) return false;
-    for (const auto& [k, w] : wd_) exporter_->set_stormed(uint32_t(k >> 3), uint32_t(k & 7), false);
+    for (const auto& [k, w] : wd_) exporter_->set_stormed(rl_queue_slot(k), rl_queue_prio(k), false);
     return true;
-  }
-
-  bool listen_on(const std::string& path, std::string& why) {
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    if (path.size() >= sizeof a.sun_path) return why = "socket path too long: " + path, false;
-    std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
-    listener_ = sys::Fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    unlink(path.c_str());  // this instance's own path (a crashed agent's socket)
-    const mode_t old = umask(0077);  // root only: the agent acts on the fabric
-    const bool ok = listener_.valid() && bind(listener_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                    listen(listener_.get(), 16) == 0;
-    umask(old);
-    if (!ok) why = "listen on " + path + ": " + std::strerror(errno);
-    return ok;
-  }
-
-  // Clients of the agent's socket (`rocelab stats`, the run, storms), served from the PFC
-  // loop without ever blocking it: each connection's request is read and its reply sent as
-  // the socket takes them (a client stopped mid-reply only holds its own buffer), and one
-  // that takes longer than kClientNs in all is dropped.
-  struct Client {
-    sys::Fd fd;
-    std::string in, out;
-    uint64_t since_ns = 0;
-    bool answered = false;
-  };
-  static constexpr size_t kMaxClients = 16, kMaxRequest = 4096;
-  static constexpr uint64_t kClientNs = 10'000'000'000ull;
-
-  void accept_clients() {
-    for (;;) {
-      sys::Fd c(accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
-      if (!c.valid()) return;
-      if (clients_.size() >= kMaxClients) continue;  // closed: the loop serves a few at a time
-      clients_.push_back({std::move(c), {}, {}, now_ns(), false});
-    }
-  }
-
-  void serve_clients(const std::vector<pollfd>& polled, size_t first) {
-    const uint64_t now = now_ns();
-    for (size_t i = 0; i < clients_.size(); ++i) {
-      Client& c = clients_[i];
-      const short ev = first + i < polled.size() ? polled[first + i].revents : 0;
-      bool drop = now - c.since_ns > kClientNs || (ev & (POLLERR | POLLNVAL));
-      if (!drop && !c.answered && (ev & (POLLIN | POLLHUP))) {
-        char buf[1024];
-        const ssize_t n = recv(c.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
-        if (n > 0) c.in.append(buf, size_t(n));
-        else if (n == 0 || (errno != EAGAIN && errno != EINTR)) drop = true;
-        if (const size_t nl = c.in.find('\n'); nl != std::string::npos || c.in.size() > kMaxRequest) {
-          c.out = answer(nl == std::string::npos ? std::string() : c.in.substr(0, nl)).dump() + "\n";
-          c.answered = true;
-          drop = false;
-        }
-      }
-      if (!drop && !c.out.empty()) {
-        const ssize_t n = send(c.fd.get(), c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n > 0) c.out.erase(0, size_t(n));
-        else if (n < 0 && errno != EAGAIN && errno != EINTR) drop = true;
-      }
-      if (drop || (c.answered && c.out.empty())) {
-        clients_.erase(clients_.begin() + long(i));
-        --i;
-      }
-    }
-  }
-
-  // What the loop sends while it stops (the `stop` request's own reply): a little while at most.
-  void flush_clients() {
-    const uint64_t until = now_ns() + 200'000'000ull;
-    for (Client& c : clients_)
-      while (!c.out.empty() && now_ns() < until) {
-        pollfd p{c.fd.get(), POLLOUT, 0};
-        if (poll(&p, 1, 10) < 0) break;
-        const ssize_t n = send(c.fd.get(), c.out.data(), c.out.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-        if (n > 0) c.out.erase(0, size_t(n));
-        else if (n < 0 && errno != EAGAIN && errno != EINTR) break;
-      }
-    clients_.clear();
   }
 
   json answer(const std::string& line) {
@@ -383,7 +313,7 @@ class Agent {
       if (p.info.flags & RL_PORT_HOST) continue;  // SONiC's watchdog is the switch's
       for (uint32_t q = 0; q < RL_NUM_PRIO; ++q)
         if (p.pausable(q))
-          wd_.emplace(key(slot, q), Watched{model::WdQueue(t, *action, *predicate), false, 0, 0, {}, {}, {}});
+          wd_.emplace(rl_queue_key(slot, q), Watched{model::WdQueue(t, *action, *predicate), false, 0, 0, {}, {}, {}});
     }
     const uint64_t t0 = now_ns();
     for (size_t n = 0; n < nodes_.size(); ++n) wd_next_.push_back(t0 + uint64_t(cfg_.nodes[n].wd_phase_ns));
@@ -417,7 +347,7 @@ class Agent {
       }
     if (!any) return;
     for (auto& [k, w] : wd_) {
-      const uint32_t slot = uint32_t(k >> 3), prio = uint32_t(k & 7);
+      const uint32_t slot = rl_queue_slot(k), prio = rl_queue_prio(k);
       Port& p = ports_.at(slot);
       if (!due[p.cfg->node]) continue;
       model::WdSample s;
@@ -455,7 +385,7 @@ class Agent {
       if (p.cfg->peer < 0) continue;
       for (uint32_t prio = 0; prio < RL_NUM_PRIO; ++prio) {
         if (!p.pausable(prio)) continue;
-        const uint64_t k = key(slot, prio);
+        const uint32_t k = rl_queue_key(slot, prio);
         auto it = paused_.find(k);
         const bool paused = it != paused_.end() && it->second.on;
         const uint64_t dequeued = watch_->read(slot, prio).dequeued;
@@ -478,7 +408,7 @@ class Agent {
     if (wd_action_ == model::WdAction::kAlert) return;
     if (wd_action_ == model::WdAction::kDrop) maps_->set_wd_drop(p.cfg->slot, prio, true);
     w.ignoring = true;
-    resume(p, prio, paused_[key(p.cfg->slot, prio)], now_ns());  // the queue sends (forward) or drains into the drop
+    resume(p, prio, paused_[rl_queue_key(p.cfg->slot, prio)], now_ns());  // the queue sends (forward) or drains into the drop
   }
 
   void storm_restored(Port& p, uint32_t prio, Watched& w, uint64_t now) {
@@ -527,14 +457,14 @@ class Agent {
       ++fig_.ignored;  // a priority this port does not pause (not a PFC priority here)
       return;
     }
-    if (auto w = wd_.find(key(e.slot, e.prio)); w != wd_.end() && w->second.ignoring) {
+    if (auto w = wd_.find(rl_queue_key(e.slot, e.prio)); w != wd_.end() && w->second.ignoring) {
       ++fig_.wd_ignored;  // the watchdog stormed this queue (drop, forward): PFC on it is ignored
       return;
     }
     Port& p = it->second;
-    Paused& st = paused_[key(e.slot, e.prio)];
+    Paused& st = paused_[rl_queue_key(e.slot, e.prio)];
     if (e.quanta == 0) {
-      if (resume(p, e.prio, st, now_ns())) ++fig_.resumes;
+      if (resume(p, e.prio, st, now_ns())) ++fig_.resumes, delayed_since(e.ts_ns);
       return;
     }
     // Pause time: quanta x 512 bit-times at this port's emulated rate.
@@ -545,7 +475,7 @@ class Agent {
     }
     if (set_pause(p, e.prio, true)) {
       st.on = true;
-      ++in_force_;
+      delayed_since(e.ts_ns);
       ++fig_.pauses;
       ++st.count;
       uint64_t done = now_ns();
@@ -564,8 +494,8 @@ class Agent {
   void expire(uint64_t now) {
     for (auto& [k, st] : paused_) {
       if (!st.on || now < st.until_ns) continue;
-      auto it = ports_.find(static_cast<uint32_t>(k >> 3));
-      if (it != ports_.end() && resume(it->second, uint32_t(k & 7), st, now)) ++fig_.expired;
+      auto it = ports_.find(rl_queue_slot(k));
+      if (it != ports_.end() && resume(it->second, rl_queue_prio(k), st, now)) ++fig_.expired, delayed_since(st.until_ns);
     }
   }
 
@@ -575,7 +505,6 @@ class Agent {
   bool resume(Port& p, uint32_t prio, Paused& st, uint64_t now) {
     if (!st.on || !set_pause(p, prio, false)) return false;
     st.on = false;
-    --in_force_;
     st.total_ns += now - st.since_ns;
     maps_->set_pause_clock(p.cfg->slot, prio, 0, st.total_ns);
     log_pause(now, p.cfg->slot, prio, false);
@@ -598,12 +527,10 @@ class Agent {
     if (!maps_->tx_states(keys_, states_, why)) return;
     // The paused ports by (node, priority): each node's queues of a priority are probed once.
     std::map<std::pair<uint32_t, uint32_t>, std::vector<size_t>> groups;
-    xon_owed_ = 0;
     for (size_t i = 0; i < keys_.size(); ++i) {
       if (!states_[i].paused) continue;
-      ++xon_owed_;
-      auto it = ports_.find(keys_[i] / RL_NUM_PRIO);
-      if (it != ports_.end()) groups[{it->second.cfg->node, keys_[i] % RL_NUM_PRIO}].push_back(i);
+      auto it = ports_.find(rl_queue_slot(keys_[i]));
+      if (it != ports_.end()) groups[{it->second.cfg->node, rl_queue_prio(keys_[i])}].push_back(i);
     }
     for (const auto& [np, members] : groups) {
       Node& node = nodes_[np.first];
@@ -626,11 +553,12 @@ class Agent {
   // refreshed XOFF every Q/2 (a paused port sends nothing that could trigger it in BPF).
   void resolve_pause(size_t i, uint32_t prio, bool all_below) {
     std::string why;
-    Port& port = ports_.at(keys_[i] / RL_NUM_PRIO);
+    Port& port = ports_.at(rl_queue_slot(keys_[i]));
     rl_pfc_tx_state st = states_[i];
     bool drained = all_below;
     if (pfc_.pfc_trigger == RL_PFC_TRIGGER_INGRESS) {
-      if (!maps_->tx_state(keys_[i], st, why) || !st.paused) return;  // the sync sent XON
+      if (!maps_->tx_state(keys_[i], st, why)) return;
+      if (!st.paused) return delayed_since(0);  // the sync sent XON
       drained = maps_->pg_bytes(keys_[i]) < int64_t(pfc_.pfc_xon);
     }
     const uint64_t now = now_ns();
@@ -643,9 +571,9 @@ class Agent {
     else next.last_sent_ns = now;
     maps_->set_tx_state(keys_[i], next, why);
     ++(drained ? fig_.xon_sent : fig_.xoff_refreshed);
+    if (drained) delayed_since(0);
   }
 
-  static uint64_t key(uint32_t slot, uint32_t prio) { return static_cast<uint64_t>(slot) << 3 | prio; }
 
   AgentFigures figures() {
     // Selections, not sorts: this runs on the PFC loop (up to a million samples each).
@@ -672,12 +600,12 @@ class Agent {
           f.leaks.push_back({nodes_[p.cfg->node].name, p.cfg->name, q, st.leaked_packets, st.leaked_bytes});
       }
     for (const auto& [k, w] : wd_) {
-      const Port& p = ports_.at(uint32_t(k >> 3));
-      fabric::WatchdogQueueFigures q{nodes_[p.cfg->node].name, p.cfg->name, uint32_t(k & 7), w.q.stormed(), w.detected,
+      const Port& p = ports_.at(rl_queue_slot(k));
+      fabric::WatchdogQueueFigures q{nodes_[p.cfg->node].name, p.cfg->name, rl_queue_prio(k), w.q.stormed(), w.detected,
                                      w.restored};
       WdCounts total = w.total, last = w.last;
       if (w.q.stormed()) {  // the storm in force, up to now
-        last = minus(wd_counts(p.cfg->slot, uint32_t(k & 7)), w.at_storm);
+        last = minus(wd_counts(p.cfg->slot, rl_queue_prio(k)), w.at_storm);
         total = plus(total, last);
       }
       q.tx_ok = total.tx_ok, q.tx_drop = total.tx_drop, q.rx_ok = total.rx_ok, q.rx_drop = total.rx_drop;
@@ -687,8 +615,8 @@ class Agent {
     f.wd_events = wd_events_;
     for (const auto& d : deadlocks_.deadlocks()) {
       fabric::DeadlockFigures x{d.prio, {}, uint64_t(d.since), uint64_t(d.detected), d.ended < 0 ? 0 : uint64_t(d.ended)};
-      for (uint64_t k : d.members) {
-        const Port& p = ports_.at(uint32_t(k >> 3));
+      for (uint64_t k : d.members) {  // our rl_queue_key, widened by the model
+        const Port& p = ports_.at(rl_queue_slot(uint32_t(k)));
         x.members.push_back(nodes_[p.cfg->node].name + ":" + p.cfg->name);
       }
       f.deadlocks.push_back(std::move(x));
@@ -696,11 +624,11 @@ class Agent {
     // Per port and priority: its pauses and their time, a pause still in force included.
     const uint64_t now = now_ns();
     for (const auto& [k, st] : paused_) {
-      auto it = ports_.find(static_cast<uint32_t>(k >> 3));
+      auto it = ports_.find(rl_queue_slot(k));
       const uint64_t t = st.total_ns + (st.on && now > st.since_ns ? now - st.since_ns : 0);
       f.paused_ns += t;
       if (it == ports_.end() || !st.count) continue;
-      f.paused.push_back({nodes_[it->second.cfg->node].name, it->second.cfg->name, uint32_t(k & 7), st.count, t});
+      f.paused.push_back({nodes_[it->second.cfg->node].name, it->second.cfg->name, rl_queue_prio(k), st.count, t});
     }
     return f;
   }
@@ -739,21 +667,20 @@ class Agent {
   bool stopping_ = false;
   std::vector<Node> nodes_;
   std::map<uint32_t, Port> ports_;
-  std::map<uint64_t, Paused> paused_;
-  size_t in_force_ = 0;  // paused_ entries on
-  size_t xon_owed_ = 0;  // port-priorities this fabric paused, at the last sync
+  std::map<uint32_t, Paused> paused_;  // by rl_queue_key
+  fabric::AgentStall* stall_ = nullptr;  // the stall this turn of the loop woke from
   struct Storm {
     fabric::StormSpec spec;
     uint64_t next_ns = 0, sent = 0;
   };
   std::map<uint64_t, Storm> storms_;
-  std::map<uint64_t, Watched> wd_;
+  std::map<uint32_t, Watched> wd_;     // by rl_queue_key
   model::WdAction wd_action_ = model::WdAction::kDrop;
   std::vector<uint64_t> wd_next_;  // per node: its next watchdog poll
   std::vector<fabric::WatchdogEvent> wd_events_;
   static constexpr uint64_t kDeadlockLookNs = 10'000'000;  // wall clock; 65535 quanta at an emulated 1 Gbit/s: 34 ms
   uint64_t last_deadlock_look_ = 0;
-  std::map<uint64_t, uint64_t> dequeued_seen_;
+  std::map<uint32_t, uint64_t> dequeued_seen_;  // by rl_queue_key
   model::DeadlockWatch deadlocks_;
   uint64_t last_storm_ = 0;
   std::unique_ptr<bpf::FabricMaps> maps_;
@@ -762,8 +689,7 @@ class Agent {
   std::unique_ptr<bpf::PfcEvents> events_;
   std::unique_ptr<bpf::FrameEmitter> emitter_;
   std::unique_ptr<Exporter> exporter_;  // declared after maps_: destroyed (no scrape running) before them
-  sys::Fd listener_;
-  std::vector<Client> clients_;
+  std::unique_ptr<RequestServer> requests_;
   std::vector<uint32_t> keys_;
   std::vector<rl_pfc_tx_state> states_;
   std::vector<uint64_t> latencies_;

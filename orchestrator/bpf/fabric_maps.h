@@ -38,7 +38,7 @@ class FabricMaps {
   bool set_port_info(uint32_t slot, const rl_port_info& v, std::string& why) const;
   bool headroom(uint32_t slot, rl_port_headroom& out, std::string& why) const;
   bool set_headroom(uint32_t slot, const rl_port_headroom& v, std::string& why) const;
-  // Every (key = slot * RL_NUM_PRIO + prio, state) of the PFC transmit state, in one call.
+  // Every (key = rl_queue_key(slot, prio), state) of the PFC transmit state, in one call.
   bool tx_states(std::vector<uint32_t>& keys, std::vector<rl_pfc_tx_state>& states, std::string& why) const;
   bool tx_state(uint32_t key, rl_pfc_tx_state& out, std::string& why) const;
   bool set_tx_state(uint32_t key, const rl_pfc_tx_state& v, std::string& why) const;

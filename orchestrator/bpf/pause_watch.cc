@@ -42,7 +42,7 @@ PauseWatch::~PauseWatch() {
 
 rl_pause_state* PauseWatch::entry(size_t slot, uint32_t prio) const {
   if (!base_ || slot >= ports_ || prio >= RL_NUM_PRIO) return nullptr;
-  return static_cast<rl_pause_state*>(base_) + slot * RL_NUM_PRIO + prio;
+  return static_cast<rl_pause_state*>(base_) + rl_queue_key(uint32_t(slot), prio);
 }
 
 bool PauseWatch::mark(size_t slot, uint32_t prio, uint64_t since_ns, uint32_t allowance) {

@@ -30,7 +30,7 @@ Counters::Counters(int map_fd, size_t entries, bool writable) : fd_(dup(map_fd))
 }
 
 bool Counters::set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns) {
-  const size_t i = slot * RL_NUM_PRIO + prio;
+  const size_t i = rl_queue_key(uint32_t(slot), prio);
   if (!base_ || !writable_ || i >= entries_) return false;
   auto* c = static_cast<rl_counters*>(base_) + i;
   // since before total, and readers load total before since: a reader that sees the new
@@ -41,20 +41,20 @@ bool Counters::set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, ui
 }
 
 bool Counters::set_wd_drop(size_t slot, uint32_t prio, bool drop) {
-  const size_t i = slot * RL_NUM_PRIO + prio;
+  const size_t i = rl_queue_key(uint32_t(slot), prio);
   if (!base_ || !writable_ || i >= entries_) return false;
   __atomic_store_n(&(static_cast<rl_counters*>(base_) + i)->wd_drop, uint64_t(drop), __ATOMIC_RELEASE);
   return true;
 }
 
 uint64_t Counters::take_peak(size_t slot, uint32_t prio) {
-  const size_t i = slot * RL_NUM_PRIO + prio;
+  const size_t i = rl_queue_key(uint32_t(slot), prio);
   if (!base_ || !writable_ || i >= entries_) return 0;
   return __atomic_exchange_n(&(static_cast<rl_counters*>(base_) + i)->depth_peak, uint64_t{0}, __ATOMIC_ACQ_REL);
 }
 
 uint64_t Counters::paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const {
-  const size_t i = slot * RL_NUM_PRIO + prio;
+  const size_t i = rl_queue_key(uint32_t(slot), prio);
   if (!base_ || i >= entries_) return 0;
   const auto* c = static_cast<const rl_counters*>(base_) + i;
   const uint64_t total = __atomic_load_n(&c->paused_total_ns, __ATOMIC_ACQUIRE);
@@ -69,7 +69,7 @@ Counters::~Counters() {
 
 rl_counters Counters::read(size_t slot, uint32_t prio) const {
   rl_counters out{};
-  size_t i = slot * RL_NUM_PRIO + prio;
+  const size_t i = rl_queue_key(uint32_t(slot), prio);
   if (!base_ || i >= entries_) return out;
   const auto* src = reinterpret_cast<const uint64_t*>(static_cast<const rl_counters*>(base_) + i);
   auto* dst = reinterpret_cast<uint64_t*>(&out);

@@ -20,7 +20,7 @@ struct wire;
 
 namespace rocelab::bpf {
 
-// A read-only view of the counter array: slot * RL_NUM_PRIO + prio.
+// A read-only view of the counter array, by rl_queue_key(slot, prio).
 class Counters {
  public:
   Counters(int map_fd, size_t entries, bool writable = false);

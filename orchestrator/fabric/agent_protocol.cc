@@ -82,8 +82,8 @@ ordered_json to_json(const AgentFigures& f) {
     wde.push_back({{"t_ns", e.t_ns}, {"node", e.node}, {"port", e.port}, {"prio", e.prio}, {"detected", e.detected}});
   ordered_json plog = ordered_json::array();  // [t_ns, slot, prio, 1 pause | 0 resume]: compact
   for (const auto& e : f.pause_log) plog.push_back({e.t_ns, e.slot, e.prio, e.paused ? 1 : 0});
-  ordered_json stalls = ordered_json::array();  // [t_ns, late_ns, 1 PFC work waiting | 0]
-  for (const auto& x : f.stalls) stalls.push_back({x.t_ns, x.late_ns, x.pfc ? 1 : 0});
+  ordered_json stalls = ordered_json::array();  // [t_ns, late_ns, delayed_ns]
+  for (const auto& x : f.stalls) stalls.push_back({x.t_ns, x.late_ns, x.delayed_ns});
   ordered_json dl = ordered_json::array();
   for (const auto& d : f.deadlocks)
     dl.push_back({{"prio", d.prio}, {"members", d.members}, {"since_ns", d.since_ns}, {"detected_ns", d.detected_ns},
@@ -183,7 +183,7 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
                              e.at(3).get<int>() != 0});
     f.pause_log_dropped = u("pause_log_dropped");
     for (const auto& x : j.at("stalls"))
-      f.stalls.push_back({x.at(0).get<uint64_t>(), x.at(1).get<uint64_t>(), x.at(2).get<int>() != 0});
+      f.stalls.push_back({x.at(0).get<uint64_t>(), x.at(1).get<uint64_t>(), x.at(2).get<uint64_t>()});
     f.stalls_dropped = u("stalls_dropped");
     for (const auto& d : j.at("deadlocks"))
       f.deadlocks.push_back({d.at("prio").get<uint32_t>(), d.at("members").get<std::vector<std::string>>(),

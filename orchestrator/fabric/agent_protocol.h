@@ -98,9 +98,10 @@ struct DeadlockFigures {
 struct AgentStall {
   uint64_t t_ns = 0;    // CLOCK_MONOTONIC when the loop woke
   uint64_t late_ns = 0;  // past the poll's timeout
-  // PFC had the loop's work waiting: a pause in force, an XON this fabric owed, or PFC frames
-  // that arrived while it slept. A stall without it delayed nothing of PFC's.
-  bool pfc = true;
+  // How long PFC's work waited on it: a received PFC frame put in force or lifted late (from
+  // its arrival), a pause whose time ran out (from its end), an XON sent late (all of the
+  // stall: when the queue drained within it is not known). 0: nothing of PFC's was due.
+  uint64_t delayed_ns = 0;
 };
 
 struct PauseEvent {

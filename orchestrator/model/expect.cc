@@ -72,10 +72,10 @@ std::vector<MetricInfo> stall_metrics() {
   return {
     {"agent_stalled", MetricKind::kScalar, "ratio", {},
      "share of the traffic phase the fabric lost to stalls of the machine: the PFC agent's real-time loop "
-     "kept off its CPU past its 1 ms poll (steal, kernel work) while PFC's work waited (a pause in force, "
-     "an XON owed, PFC frames arriving), each stall beyond the two frame times at the fastest port a shaper "
+     "kept off its CPU past its 1 ms poll (steal, kernel work) while PFC's work came due (a pause to put in "
+     "force or lift, an XON to send), each delay beyond the two frame times at the fastest port a shaper "
      "makes up; above 0.01 the run is invalid"},
-    {"agent_stall_max", MetricKind::kScalar, "s", {}, "the longest of those stalls (physical: wall / D)"},
+    {"agent_stall_max", MetricKind::kScalar, "s", {}, "the longest such delay (physical: wall / D)"},
   };
 }
 

@@ -46,18 +46,17 @@ void headroom_metrics(Collect& c, const fabric::AgentFigures& a) {
                 std::to_string(uint64_t(drops)) + " packets overflowed lossless headroom: the machine did not keep up";
 }
 
-// The machine's stalls as the PFC loop saw them (fabric::AgentStall). A frozen CPU freezes the
-// shapers with the agent, and a shaper makes up after a stall only what its bucket holds (TBF's:
-// two frames at the port's emulated rate), so each stall costs the fabric its time past two
-// frame times at the fastest port. A 7:1 PFC incast at D = 1000 (0.67 ms made up a stall) read
-// its bottleneck 99.54 % busy with 0.42 % of the phase stalled, 99.78 % with 0.23 %, 99.98 %
-// with 0.02 %; under TCG (D = 10,000-40,000, 6.7-27 ms made up) a guest's loop oversleeps
-// thousands of times by a few ms, which no figure felt. agent_stalled is the share the fabric
-// lost so; past 1 % the run is invalid (DESIGN.md §3): its rates and times are off by as much
-// as the suite's tightest bound allows (a port 99 % busy). Only stalls with PFC's work waiting
-// count (a pause in force, an XON owed, PFC frames arriving): the quickstart's runs, with no
-// pause, read 1.1 % stalled beside 22 % steal in CI while every figure held (98 % of the
-// bound); what a stall without PFC does to rates the steal and pacing checks judge.
+// The machine's stalls as the PFC loop saw them (fabric::AgentStall), each by how long it
+// kept PFC's work waiting: a pause put in force or lifted late, an XON sent late. A shaper
+// makes up after a stall what its bucket holds (TBF's: two frames at the port's emulated
+// rate), so each costs the fabric its delay past two frame times at the fastest port. A 7:1
+// PFC incast at D = 1000 (0.67 ms made up) read its bottleneck 99.54 % busy with 0.42 % of
+// the phase stalled, 99.78 % with 0.23 %, 99.98 % with 0.02 %. agent_stalled is the share so
+// lost; past 1 % the run is invalid (DESIGN.md §3): its rates and times are off by as much as
+// the suite's tightest bound allows (a port 99 % busy). A stall that delayed nothing of PFC's
+// (the quickstart has no pause: 1.1 % of its phase stalled beside 22 % steal in CI, every
+// figure held; a six-switch deadlock, its pauses held for good) is not counted here; what
+// the CPU held from the rest of the fabric the steal and pacing checks judge.
 constexpr double kStalledInvalid = 0.01;
 
 // Steal past 5 % of the phase (Collect::steal) is judged by its effect: a freeze a shaper
@@ -82,15 +81,14 @@ void stall_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
     for (const auto& p : np.ports)
       if (p.rate_bps > rate) rate = p.rate_bps, mtu = p.mtu;
   const double made_up = rate ? 2.0 * double(mtu + 14) * 8 * 1e9 / double(rate) : 0;  // ns
-  double lost = 0, held = 0;  // past what a shaper makes up: stalls with PFC's work waiting, all
+  double lost = 0, held = 0;  // past what a shaper makes up: PFC's work delayed; every stall
   uint64_t longest = 0, n = 0;
   for (const auto& x : a.stalls) {
     if (x.t_ns < uint64_t(c.t0_ns) || x.t_ns > now_ns) continue;
-    const double past = std::max(0.0, double(x.late_ns) - made_up);
-    held += past;
-    if (!x.pfc) continue;
-    lost += past;
-    longest = std::max(longest, x.late_ns);
+    held += std::max(0.0, double(x.late_ns) - made_up);
+    if (!x.delayed_ns) continue;
+    lost += std::max(0.0, double(x.delayed_ns) - made_up);
+    longest = std::max(longest, x.delayed_ns);
     ++n;
   }
   const double phase = double(now_ns - uint64_t(c.t0_ns));
@@ -99,11 +97,11 @@ void stall_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   c.metrics["agent_stall_max"] = MetricValue{MetricKind::kScalar, double(longest) / 1e9 / c.scenario.scale.factor(), {}};
   if (share > kStalledInvalid && c.invalid.empty())
     c.invalid = fmt::format("the machine held the CPUs from the fabric {:.1f} % of the traffic phase ({} stalls of the PFC "
-                            "agent's loop with PFC's work waiting, the longest {:.1f} ms, each past the {:.2f} ms a "
-                            "shaper makes up): the machine did not keep up",
+                            "agent's loop that delayed PFC's work, the longest delay {:.1f} ms, each past the {:.2f} "
+                            "ms a shaper makes up): the machine did not keep up",
                             share * 100, n + a.stalls_dropped, double(longest) / 1e6, made_up / 1e6);
-  spdlog::debug("the agent's loop was held past the shapers' buckets {:.2f} % of the traffic phase, {:.2f} % with "
-                "PFC's work waiting ({} stalls logged, {} past the log)",
+  spdlog::debug("the agent's loop was held past the shapers' buckets {:.2f} % of the traffic phase, PFC's work "
+                "delayed past them {:.2f} % ({} stalls logged, {} past the log)",
                 held / phase * 100, share * 100, a.stalls.size(), a.stalls_dropped);
   // Past the log's end the probe saw more than it kept: never called faithful.
   judge_steal(c, a.stalls_dropped > 0 ? 1.0 : held / phase);

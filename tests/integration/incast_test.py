@@ -111,12 +111,12 @@ class Incast(unittest.TestCase):
         return sent, received, steady
 
     def stalled(self, agent):
-        """The share of the measured window the fabric lost to the PFC loop's stalls with PFC's
-        work waiting, each past the two frames (at the emulated 100 Mbit/s) a shaper makes up;
-        the run's agent_stalled, over this window (telemetry/agent.cc)."""
+        """The share of the measured window the fabric lost to the PFC loop's stalls: how long
+        each kept PFC's work waiting, past the two frames (at the emulated 100 Mbit/s) a shaper
+        makes up; the run's agent_stalled, over this window (telemetry/agent.cc)."""
         t_a, t_b = (int(t * 1e9) for t in self.window)
         made_up = 2 * (1500 + 14) * 8 / RATE * 1e9
-        lost = sum(max(0, late - made_up) for t, late, pfc in agent["stalls"] if pfc and t_a <= t <= t_b)
+        lost = sum(max(0, delayed - made_up) for t, _, delayed in agent["stalls"] if t_a <= t <= t_b)
         return lost / (t_b - t_a)
 
     def incast(self, senders, seconds=4.0):
@@ -155,8 +155,8 @@ class Incast(unittest.TestCase):
         self.assertEqual(link_drops, {}, "veth rx/tx dropped")
         self.assertEqual(udp_bad, {}, "UDP buffer errors")
         self.assertEqual(received, sent, "end-to-end datagram loss")
-        # The 95 % is of the time the machine ran the fabric: a stall of the PFC loop with a
-        # pause to lift (CI read 22 % steal) idles the bottleneck past what its shaper makes up.
+        # The 95 % is of the time the machine ran the fabric: a stall of the PFC loop that held
+        # a pause's end (CI read 22 % steal) idles the bottleneck past what its shaper makes up.
         stalled = self.stalled(agent)
         print(f"PFC loop stalled {stalled:.2%} of the window the bottleneck was measured in", file=sys.stderr)
         self.assertGreaterEqual(steady, 0.95 * RATE * (1 - stalled), "bottleneck throughput")

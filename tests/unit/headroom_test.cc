@@ -47,3 +47,18 @@ TEST(Headroom, EachPriorityGroupHoldsXoffPlusItsOwnPortsHeadroom) {
 }
 
 }  // namespace
+
+// One queue key for BPF and C++ (rocelab_abi.h): every (slot, priority) of a large fabric
+// gets its own index, in the counter array's order (slot-major, priorities contiguous), and
+// the key gives both back.
+TEST(QueueKey, IsOneIndexPerQueueInTheCounterArraysOrder) {
+  uint32_t expect = 0;
+  for (uint32_t slot = 0; slot < 4096; ++slot)
+    for (uint32_t prio = 0; prio < RL_NUM_PRIO; ++prio, ++expect) {
+      const uint32_t k = rl_queue_key(slot, prio);
+      ASSERT_EQ(k, expect);
+      ASSERT_EQ(rl_queue_slot(k), slot);
+      ASSERT_EQ(rl_queue_prio(k), prio);
+    }
+  EXPECT_EQ(rl_queue_key(3, 8 + 5), rl_queue_key(3, 5));  // the PCP's three bits
+}

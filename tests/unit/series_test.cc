@@ -162,8 +162,9 @@ TEST(Series, PauseEndedBeforeTheLastReadingNeverRunsBack) {
 // The agent sink: the PFC loop's stalls within the traffic phase, each past the two frame
 // times a shaper makes up (kIncast: 100 Gbit/s / D = 1000, MTU 1500: 0.242 ms), make
 // agent_stalled; the longest is agent_stall_max (physical). Past 1 % of the phase the run is
-// invalid, naming them. Stalls before the traffic began (bring-up) are not the run's, nor
-// stalls while PFC had nothing waiting (no pause in force, no XON owed, no frame arriving).
+// invalid, naming them. Each counts for how long it kept PFC's work waiting (delayed_ns):
+// stalls before the traffic began (bring-up) are not the run's, and one that delayed
+// nothing of PFC's costs nothing, however long.
 TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   const auto s = must_load(kIncast);
   const auto plan = fabric::plan_kernel(s);
@@ -186,23 +187,26 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   const double made_up = 2.0 * (1500 + 14) * 8 / 100e6 * 1e9;  // ns
   model::MetricSet m;
   // 900 ms before the phase, 30 ms and 10 ms inside, and 200 stalls a shaper makes up: 0.39 %.
-  std::vector<fabric::AgentStall> st{{1'500'000'000, 900'000'000}, {3'000'000'000, 30'000'000}, {9'000'000'000, 10'000'000}};
-  for (int i = 0; i < 200; ++i) st.push_back({uint64_t(4'000'000'000) + uint64_t(i) * 1'000'000, 220'000});
+  std::vector<fabric::AgentStall> st{{1'500'000'000, 900'000'000, 900'000'000},
+                                     {3'000'000'000, 30'000'000, 30'000'000},
+                                     {9'000'000'000, 10'000'000, 10'000'000}};
+  for (int i = 0; i < 200; ++i) st.push_back({uint64_t(4'000'000'000) + uint64_t(i) * 1'000'000, 220'000, 220'000});
   EXPECT_EQ(collect(st, m), "");
   EXPECT_NEAR(m.at("agent_stalled").scalar, (40e6 - 2 * made_up) / 10e9, 1e-12);
   EXPECT_NEAR(m.at("agent_stall_max").scalar, 30e-3 / 1000, 1e-12);  // physical: D = 1000
   model::MetricSet m2;
-  const std::string why = collect({{3'000'000'000, 80'000'000}, {4'000'000'000, 40'000'000}}, m2);
+  const std::string why = collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2);
   EXPECT_NEAR(m2.at("agent_stalled").scalar, (120e6 - 2 * made_up) / 10e9, 1e-12);
-  EXPECT_NE(why.find("1.2 % of the traffic phase (2 stalls of the PFC agent's loop with PFC's work waiting, the "
-                     "longest 80.0 ms, each past the 0.24 ms a shaper makes up)"),
+  EXPECT_NE(why.find("1.2 % of the traffic phase (2 stalls of the PFC agent's loop that delayed PFC's work, the "
+                     "longest delay 80.0 ms, each past the 0.24 ms a shaper makes up)"),
             std::string::npos)
       << why;
   EXPECT_NE(why.find("did not keep up"), std::string::npos) << why;
-  // The same stalls, and one of 200 ms, with nothing of PFC's waiting: valid, none counted.
+  // The same stalls, and one of 200 ms, delaying nothing of PFC's, and one of 30 ms that
+  // delayed a pause 10 ms: valid, only those 10 ms counted.
   model::MetricSet m3;
-  EXPECT_EQ(collect({{3'000'000'000, 80'000'000, false}, {4'000'000'000, 40'000'000, false},
-                     {5'000'000'000, 200'000'000, false}, {6'000'000'000, 10'000'000, true}},
+  EXPECT_EQ(collect({{3'000'000'000, 80'000'000, 0}, {4'000'000'000, 40'000'000, 0},
+                     {5'000'000'000, 200'000'000, 0}, {6'000'000'000, 30'000'000, 10'000'000}},
                     m3),
             "");
   EXPECT_NEAR(m3.at("agent_stalled").scalar, (10e6 - made_up) / 10e9, 1e-12);
@@ -222,7 +226,7 @@ TEST(AgentSink, StealIsJudgedByTheFreezesTheLoopSaw) {
     FakeTestbed tb(s);
     fabric::AgentFigures f;
     for (int i = 0; i < 10; ++i)  // ten freezes, nothing of PFC's waiting
-      f.stalls.push_back({uint64_t(3'000'000'000) + uint64_t(i) * 100'000'000, uint64_t(held_ms * 1e5 + made_up), false});
+      f.stalls.push_back({uint64_t(3'000'000'000) + uint64_t(i) * 100'000'000, uint64_t(held_ms * 1e5 + made_up), 0});
     tb.figures = f;
     const int64_t t0 = 2'000'000'000;
     tb.clock_.set(t0 + 10'000'000'000);
@@ -248,16 +252,16 @@ TEST(AgentSink, StealIsJudgedByTheFreezesTheLoopSaw) {
       << why;
 }
 
-// The stalls cross the agent's socket with their PFC mark: a stall with nothing waiting must
-// stay uncounted after the trip.
-TEST(AgentSink, StallsKeepTheirPfcMarkOverTheSocket) {
+// The stalls cross the agent's socket with what they delayed: a stall that delayed nothing
+// must stay uncounted after the trip.
+TEST(AgentSink, StallsKeepTheirDelayOverTheSocket) {
   fabric::AgentFigures f;
-  f.stalls = {{1'000, 2'000'000, true}, {5'000, 7'000'000, false}};
+  f.stalls = {{1'000, 2'000'000, 1'500'000}, {5'000, 7'000'000, 0}};
   std::string why;
   const auto back = fabric::figures_from_json(nlohmann::json::parse(fabric::to_json(f).dump()), why);
   ASSERT_TRUE(back) << why;
   ASSERT_EQ(back->stalls.size(), 2u);
-  EXPECT_TRUE(back->stalls[0].pfc);
-  EXPECT_FALSE(back->stalls[1].pfc);
+  EXPECT_EQ(back->stalls[0].delayed_ns, 1'500'000u);
+  EXPECT_EQ(back->stalls[1].delayed_ns, 0u);
   EXPECT_EQ(back->stalls[1].late_ns, 7'000'000u);
 }
