@@ -1473,6 +1473,16 @@ const std::vector<Command>& commands() {
        "  sudo rocelab lab check 1\n  rocelab lab hint 1\n"
        "  sudo rocelab lab check 3 --set qos.ecn.kmin=32KB   # try a knob without editing",
        add_lab_options, cmd_lab},
+      {"plan", "SCENARIO", "how a split run divides the fabric over M machines",
+       "The split every part of `run --part I/M` computes (docs/multi-machine.md), shown before\n"
+       "any machine is asked: hosts stay with the switches they hang from, the parts take equal\n"
+       "shares of the ports, and the remaining switches join the part holding most of their\n"
+       "links. Prints each part's nodes and ports, the links cut between parts (each a VXLAN\n"
+       "tunnel, UDP 4789 between the machines) and the most the cut carries on the machines'\n"
+       "network at the scenario's D. Refused when the fabric has fewer host groups than parts.",
+       "rocelab plan scenarios/quickstart.yaml --parts 2\n"
+       "  rocelab plan -j scenarios/fat-tree-k4.yaml --parts 4 | jq '.cut_links | length'",
+       add_plan_options, cmd_plan},
       {"k8s", "SCENARIO", "the Kubernetes manifests that run a scenario split over M pods",
        "Prints, for kubectl apply -f: a Secret with a fresh run key, a ConfigMap with the\n"
        "scenario, a headless Service (TCP 4790 for the parts' rendezvous, UDP 4789 for the VXLAN\n"

@@ -57,6 +57,9 @@ void add_sonic_options(boost::program_options::options_description& d);
 int cmd_import(const boost::program_options::variables_map& vm, const Globals& g);
 int cmd_export(const boost::program_options::variables_map& vm, const Globals& g);
 
+// `rocelab plan ...` (cli/plan.cc).
+void add_plan_options(boost::program_options::options_description& d);
+int cmd_plan(const boost::program_options::variables_map& vm, const Globals& g);
 // `rocelab k8s ...` (cli/k8s.cc).
 void add_k8s_options(boost::program_options::options_description& d);
 int cmd_k8s(const boost::program_options::variables_map& vm, const Globals& g);

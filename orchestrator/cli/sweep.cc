@@ -40,9 +40,10 @@ int cmd_sweep(const po::variables_map& vm, const Globals& g) {
   o.scenario_path = vm["scenario"].as<std::string>();
   std::string why;
   auto grid = model::parse_grid(vm.count("set") ? vm["set"].as<std::vector<std::string>>() : std::vector<std::string>{}, why);
-  if (grid && vm.count("seeds"))
+  if (grid && vm.count("seeds")) {
     if (auto seeds = model::parse_seeds(vm["seeds"].as<std::string>(), why)) grid->seeds = *seeds;
     else grid.reset();
+  }
   if (!grid) {
     std::cerr << "rocelab sweep: " << why << "\n";
     return run::kExitBadInput;

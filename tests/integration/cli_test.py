@@ -175,6 +175,38 @@ class Cli(unittest.TestCase):
         self.assertIn("spine1", r.stdout)
         self.assertEqual(r.stdout.count("--"), 8)
 
+    def test_plan_splits_every_node_once_and_cuts_only_switch_links(self):
+        path = os.path.join(SOURCE, "scenarios", "fat-tree-k4.yaml")
+        r = rocelab("plan", "-j", path, "--parts", "4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        plan = json.loads(r.stdout)
+        doc = json.loads(rocelab("validate", "--resolved", "-j", path).stdout)
+        nodes = doc["derived"]["nodes"]
+        placed = [n for p in plan["parts"] for n in p["nodes"]]
+        self.assertEqual(sorted(placed), sorted(nodes), "every node in exactly one part")
+        part_of = {n: p["part"] for p in plan["parts"] for n in p["nodes"]}
+        links = sum(len(n["interfaces"]) for n in nodes.values()) // 2
+        self.assertEqual(sum(p["ports"] for p in plan["parts"]), 2 * links, "each link's two ports, once")
+        self.assertGreater(len(plan["cut_links"]), 0)
+        for c in plan["cut_links"]:
+            a, b = c["a"].split(":")[0], c["b"].split(":")[0]
+            self.assertNotEqual(part_of[a], part_of[b], c)
+            self.assertEqual(c["parts"], [part_of[a], part_of[b]], c)
+            self.assertNotIn("host", a + b, "a host's link never crosses a cut")
+        # A cut carries its links' rates / D on the machines' network.
+        self.assertAlmostEqual(plan["cut_wall_bps_each_way"],
+                               sum(c["rate_bps"] for c in plan["cut_links"]) / plan["scale"], delta=1)
+        # Two parts of the quickstart: one leaf with its hosts each; more parts than host
+        # groups, or fewer than two, are refused as bad input.
+        r = rocelab("plan", os.path.join(SOURCE, "scenarios", "quickstart.yaml"), "--parts", "2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("part 0:", r.stdout)
+        self.assertIn("part 1:", r.stdout)
+        for bad in ("1", "9"):
+            r = rocelab("plan", os.path.join(SOURCE, "scenarios", "quickstart.yaml"), "--parts", bad)
+            self.assertEqual(r.returncode, 3, r.stdout + r.stderr)
+            self.assertIn("rocelab plan:", r.stderr)
+
     def run_with(self, expect_lines, *flags):
         path = self.write("s.yaml", SMALL + "expect:\n" + "".join(f"  - {e}\n" for e in expect_lines))
         out = os.path.join(self.tmp, "run")

@@ -19,7 +19,7 @@ ROCELAB = SOURCE = None
 IS_ROOT = os.geteuid() == 0
 BASE = "scale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\n"
 COMMANDS = ["validate", "graph", "run", "report", "up", "down", "status", "stats", "top", "pause", "pfcwd", "agent", "perf",
-            "doctor", "lab", "sweep", "compare", "import", "export", "k8s"]
+            "doctor", "lab", "sweep", "compare", "import", "export", "k8s", "plan"]
 
 # Shown but not run here, each with why.
 SKIPPED = {
@@ -90,6 +90,8 @@ PLAN = [
     "rocelab export sonic scenarios/incast-dcqcn.yaml --ports Ethernet0,Ethernet4,Ethernet8 > config_db.json",
     "rocelab import sonic config_db.json > qos.yaml",
     "rocelab k8s scenarios/quickstart.yaml --parts 2 --image registry.example/rocelab:0.1.0 > qs.yaml",
+    "rocelab plan scenarios/quickstart.yaml --parts 2",
+    "rocelab plan -j scenarios/fat-tree-k4.yaml --parts 4 | jq '.cut_links | length'",
     "rocelab import sonic config_db.json --into scenarios/incast-dcqcn.yaml -o mine.yaml && sudo rocelab run mine.yaml",
 ]
 INSTANCES = ["quickstart", "qs2", "incast-lossless", "pfc-watchdog"]
