@@ -64,9 +64,9 @@ ip rule add pref 11 oif nb lookup 11
 rdma link add rxe_a type rxe netdev na
 rdma link add rxe_b type rxe netdev nb
 rdma link show
-ib_write_bw -d rxe_b -x 1 -F --report_gbits -D 2 > /tmp/server.log 2>&1 &
+ib_write_bw -d rxe_b -x 1 -F --report_gbits -n 200 > /tmp/server.log 2>&1 &
 sleep 1
-ib_write_bw -d rxe_a -x 1 -F --report_gbits -D 2 198.18.0.1
+ib_write_bw -d rxe_a -x 1 -F --report_gbits -n 200 198.18.0.1
 rc=$?
 wait
 cat /tmp/server.log
@@ -174,7 +174,9 @@ class Vm(unittest.TestCase):
             self.assertRegex(log, r"link rxe_a/1 state ACTIVE")
             self.assertRegex(log, r"link rxe_b/1 state ACTIVE")
             # perftest's result line: #bytes #iterations BW peak BW average MsgRate; it can exit 0
-            # after 0 iterations (DESIGN.md), so the figures themselves are checked.
+            # after 0 iterations (DESIGN.md), so the figures themselves are checked. 200 WRITEs,
+            # not a 2 s window: CI once read 0.00 Gb/s in a window a stalled guest mostly lost
+            # (0.086 Gb/s is usual under TCG); a fixed count still averages over all of them.
             rows = re.findall(r"^\s*65536\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)", log, re.M)
             self.assertTrue(rows, log[-3000:])
             iterations, bw_avg = int(rows[0][0]), float(rows[0][2])
