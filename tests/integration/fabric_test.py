@@ -509,12 +509,12 @@ class Split(unittest.TestCase):
                     f"{more}expect: [lossless_drops == 0, digest_errors == 0]\n")
         return path
 
-    def run_parts(self, path, extra=(("--part-wait", "60"), ("--part-wait", "60"))):
+    def run_parts(self, path, extra=(("--part-wait", "60"), ("--part-wait", "60")), env_of=None):
         """`rocelab run --part I/2` on both "machines" at once; (returncode, stderr, results) per
         part. A split run the machine could not keep up with (exit 2, and nothing worse on
         either part) runs once more at 2 x D on both, as every runner retries it, logged."""
         self.split_scale = ()  # the D of the last split run when not the file's
-        got = self.run_parts_once(path, extra)
+        got = self.run_parts_once(path, extra, env_of)
         codes = [rc for rc, _, _ in got]
         if 2 in codes and set(codes) <= {0, 2}:
             why = next(((res or {}).get("reason") or "invalid run") for rc, _, res in got if rc == 2)
@@ -523,18 +523,21 @@ class Split(unittest.TestCase):
             d = 2 * float(resolved["scale"])
             retries.record(f"fabric Split {os.path.basename(path)}", why)
             self.split_scale = ("--scale", f"{d:g}")
-            got = self.run_parts_once(path, tuple((*e, *self.split_scale, "--retry-of", why) for e in extra))
+            got = self.run_parts_once(path, tuple((*e, *self.split_scale, "--retry-of", why) for e in extra), env_of)
         return got
 
-    def run_parts_once(self, path, extra):
+    def run_parts_once(self, path, extra, env_of=None):
+        """Each part by its own --part I/2 and --peers; with env_of, by `--part auto` in the
+        environment env_of(I) (a launcher's)."""
         procs = []
         for i in (0, 1):
             out = os.path.join(self.tmp, f"run{i}")
             shutil.rmtree(out, ignore_errors=True)
+            part = ["--part", "auto"] if env_of else ["--part", f"{i}/2", "--peers", ",".join(self.underlay)]
             procs.append((out, subprocess.Popen(
                 ["nsenter", f"--net={NETNS_DIR}/{self.machines[i]}", ROCELAB, "run", "--no-report", "--instance",
-                 self.parts[i], "--part", f"{i}/2", "--peers", ",".join(self.underlay), "--out", out, *extra[i], path],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+                 self.parts[i], *part, "--out", out, *extra[i], path],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_of(i) if env_of else None)))
         got = []
         for out, p in procs:
             _, err = p.communicate(timeout=300)
@@ -716,19 +719,9 @@ while not os.path.exists(stop):
         def step_env(i, tasks=2):
             return dict(os.environ, SLURM_PROCID=str(i), SLURM_NODEID=str(i), SLURM_STEP_NUM_TASKS=str(tasks),
                         SLURM_STEP_NODELIST=nodelist, ROCELAB_RUN_KEY="the step's run key, from sbatch")
-        procs = []
-        for i in (0, 1):
-            out = os.path.join(self.tmp, f"auto{i}")
-            procs.append((out, subprocess.Popen(
-                ["nsenter", f"--net={NETNS_DIR}/{self.machines[i]}", ROCELAB, "run", "--no-report", "--instance",
-                 self.parts[i], "--part", "auto", "--part-wait", "60", "--out", out, path],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=step_env(i))))
-        for i, (out, p) in enumerate(procs):
-            _, err = p.communicate(timeout=300)
-            self.assertEqual(p.returncode, 0, f"part {i}: {err[-2000:]}")
+        for i, (rc, err, res) in enumerate(self.run_parts(path, env_of=step_env)):
+            self.assertEqual(rc, 0, f"part {i}: {err[-2000:]}")
             self.assertIn(f"--part auto: part {i} of 2 (Slurm step on 2 nodes; this one {self.underlay[i]}", err)
-            with open(os.path.join(out, "results.json")) as f:
-                res = json.load(f)
             self.assertEqual((res["split"]["part"], res["split"]["parts"], res["split"]["signed"]), (i, 2, True))
             self.assertEqual(sorted((f["from"], f["bytes"], f["digest_ok"]) for f in res["workloads"]["flows"]),
                              [("host3", 2 << 20, True), ("host4", 2 << 20, True)])
