@@ -26,6 +26,7 @@
 #include "netlink/batch.h"
 #include "netlink/route_socket.h"
 #include "rocelab_abi.h"
+#include "sys/cpu.h"
 #include "sys/netns.h"
 
 namespace rocelab::agent {
@@ -180,11 +181,15 @@ class Agent {
   // arriving 18 frames late at D = 1000, measured by bench/pfc_reaction), where a switch
   // acts within a frame. It sleeps in poll between events, and the kernel's RT throttling
   // still keeps 5 % for everyone else. Without the privilege it stays as it was, said once.
+  // On a core of its own (sys::agent_core, which the engine's threads keep off): beside a
+  // time-shared thread it wakes every few microseconds and each wake preempts that thread.
   void realtime() {
     sched_param sp{};
     sp.sched_priority = kRealtimePriority;
     if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
       std::fprintf(stderr, "rocelab agent: PFC loop at normal priority (SCHED_FIFO: %s)\n", std::strerror(errno));
+    if (const int core = sys::agent_core(); core >= 0 && !sys::pin_thread(core))
+      std::fprintf(stderr, "rocelab agent: PFC loop not pinned to CPU %d: %s\n", core, std::strerror(errno));
   }
   static constexpr int kRealtimePriority = 10;
 

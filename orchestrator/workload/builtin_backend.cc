@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "sys/cpu.h"
 #include "sys/netns.h"
 #include "workload/backend.h"
 
@@ -210,7 +211,11 @@ void Builtin::serve(size_t i, const std::function<bool()>& step, sys::Nanos dead
 bool Builtin::run(const std::function<bool()>& step, sys::Nanos deadline, const std::vector<int>& wake) {
   if (shards_.empty()) shards_.push_back(std::make_unique<Shard>(dcqcn_, clock_));
   run_cpu_.assign(shards_.size(), {});
+  // The PFC agent's core, which the engine's threads keep off while they leave it one
+  // (ROCELAB_ENGINE_THREADS asking for every core gets every core).
+  const int agent = long(shards_.size()) < sysconf(_SC_NPROCESSORS_ONLN) ? sys::agent_core() : -1;
   if (shards_.size() == 1) {
+    sys::AvoidCore off(agent);
     bool done = false;
     accounted(run_cpu_[0], [&] { done = shards_[0]->eng.run(step, deadline, wake); });
     return done;
@@ -218,7 +223,11 @@ bool Builtin::run(const std::function<bool()>& step, sys::Nanos deadline, const 
   std::atomic<int> outcome{-1};
   std::vector<std::thread> others;
   for (size_t i = 1; i < shards_.size(); ++i)
-    others.emplace_back([&, i] { accounted(run_cpu_[i], [&] { serve(i, step, deadline, outcome, wake); }); });
+    others.emplace_back([&, i] {
+      sys::AvoidCore off(agent);
+      accounted(run_cpu_[i], [&] { serve(i, step, deadline, outcome, wake); });
+    });
+  sys::AvoidCore off(agent);
   accounted(run_cpu_[0], [&] { serve(0, step, deadline, outcome, wake); });
   for (auto& t : others) t.join();
 
