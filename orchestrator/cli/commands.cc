@@ -1421,7 +1421,7 @@ const std::vector<Command>& commands() {
              "qps", po::value<int>()->default_value(1), "queue pairs")(
              "tx-depth", po::value<uint32_t>()->default_value(128), "messages in flight per QP")(
              "mtu", po::value<uint32_t>(), "IB MTU (256..4096; default: from the NICs' MTU)")(
-             "dcqcn", po::value<std::string>(), "paper, nvidia or off (default: the scenario's hosts.dcqcn)")(
+             "dcqcn", po::value<std::string>(), "paper, nvidia, ns3 or off (default: the scenario's hosts.dcqcn)")(
              "engine", po::value<std::string>(), "builtin or rxe (real ib_write_bw; default: the scenario's hosts.engine)");
          add_instance_option(d);
          add_scenario_arg(d);

@@ -38,6 +38,25 @@ std::optional<DcqcnParams> DcqcnParams::preset_named(const std::string& name) {
     p.rate_on_first_cnp = {0};         // rate_to_set_on_first_cnp 0
     return p;
   }
+  if (name == "ns3") {
+    // HPCC's ns-3, run.py's dcqcn_paper at --bw 100 (see dcqcn.h).
+    p.cnp_interval = {0};               // the ACK of every CE-marked packet carries a CNP
+    p.initial_alpha = 1.0;              // set on the first CNP
+    p.alpha_window = {50'000};          // ALPHA_RESUME_INTERVAL 50
+    p.g = 1.0 / 256;                    // EWMA_GAIN 0.00390625
+    p.reduce_period = {50'000};         // RATE_DECREASE_INTERVAL 50
+    p.reduce_on_grid = true;
+    p.rate_timer = {55'000};            // RP_TIMER 55
+    p.byte_counter = {0};               // none
+    p.threshold = 1;                    // FAST_RECOVERY_TIMES 1
+    p.r_ai = {20'000'000};              // RATE_AI 5 x bw / 25 Mb/s
+    p.r_hai = {200'000'000};            // RATE_HAI 50 x bw / 25 Mb/s
+    p.r_min = {1'000'000'000};          // MIN_RATE 1000Mb/s
+    p.hyper_grows = false;
+    p.clamp_target = false;             // CLAMP_TARGET_RATE 0
+    p.clamp_target_after_timer = true;
+    return p;
+  }
   return std::nullopt;
 }
 
@@ -98,9 +117,11 @@ void ReactionPoint::advance(Nanos now) {
   const bool windowed = p_.alpha_window.ns > 0;
   const Nanos alpha_period = windowed ? p_.alpha_window.ns : p_.alpha_timer.ns;
   constexpr Nanos kNever = std::numeric_limits<Nanos>::max();
+  const bool grid = p_.reduce_on_grid;
   for (;;) {
-    const Nanos pending = cut_pending_ ? last_cut_ + p_.reduce_period.ns : kNever;
-    const Nanos next = std::min({alpha_next_, pending, rate_next_});
+    const Nanos pending = !grid && cut_pending_ ? last_cut_ + p_.reduce_period.ns : kNever;
+    const Nanos check = grid ? reduce_next_ : kNever;
+    const Nanos next = std::min({alpha_next_, pending, check, rate_next_});
     if (next > now) return;
     if (alpha_next_ == next) {
       alpha_ = (1 - p_.g) * alpha_ + (windowed && cnp_in_window_ ? p_.g : 0.0);
@@ -108,6 +129,9 @@ void ReactionPoint::advance(Nanos now) {
       alpha_next_ += alpha_period;
     } else if (pending == next) {
       cut(next);
+    } else if (check == next) {
+      if (cut_pending_) cut(next);
+      reduce_next_ += p_.reduce_period.ns;
     } else {
       increase(true);
       rate_next_ += p_.rate_timer.ns;
@@ -123,8 +147,20 @@ void ReactionPoint::on_cnp(Nanos now) {
   if (!active_) {
     active_ = true;
     alpha_next_ = now + (windowed ? p_.alpha_window.ns : p_.alpha_timer.ns);
+    if (p_.reduce_on_grid) {
+      // The first CNP only starts the grids (α's window does not count it); the rate is cut
+      // at the first check, and no increase runs before that cut.
+      reduce_next_ = now + std::max<Nanos>(p_.reduce_period.ns, 1);
+      rate_next_ = std::numeric_limits<Nanos>::max();
+      cut_pending_ = true;
+      return;
+    }
   }
   if (windowed) cnp_in_window_ = true;
+  if (p_.reduce_on_grid) {
+    cut_pending_ = true;
+    return;
+  }
   if (p_.reduce_period.ns > 0 && cuts_ > 0 && now - last_cut_ < p_.reduce_period.ns) {
     cut_pending_ = true;
     return;
@@ -165,11 +201,14 @@ void ReactionPoint::on_sent(uint64_t bytes, Nanos now) {
 
 void ReactionPoint::increase(bool by_timer) {
   const int f = p_.threshold;
-  if (std::max(t_, b_) < f) {
+  // Without a byte counter the stages follow the timer alone: one additive step at t = F.
+  const bool timer_only = p_.byte_counter.n == 0;
+  if (timer_only ? t_ < f : std::max(t_, b_) < f) {
     stage_ = Stage::kFastRecovery;
-  } else if (std::min(t_, b_) >= f) {
+  } else if (timer_only ? t_ > f : std::min(t_, b_) >= f) {
     stage_ = Stage::kHyper;
-    rt_ += ++hyper_ * double(p_.r_hai.bps);
+    ++hyper_;
+    rt_ += (p_.hyper_grows ? hyper_ : 1) * double(p_.r_hai.bps);
   } else {
     stage_ = Stage::kAdditive;
     rt_ += double(p_.r_ai.bps);

@@ -28,6 +28,16 @@
 // α/2^(rpg_gd − 10) (rpg_gd 11: α/2), removing at most 1 − rpg_min_dec_fac of RC. RT ← RC on a cut only
 // with clamp_tgt_rate, or with clamp_tgt_rate_after_time_inc when the timer raised the rate
 // since the last cut; rate_to_set_on_first_cnp (0: unused) sets RC on a QP's first cut.
+//
+// `ns3`: HPCC's ns-3 simulator (alibaba-edu/High-Precision-Congestion-Control, rdma-hw.cc's
+// Mellanox-model DCQCN, with simulation/run.py's dcqcn_paper timers at 100 Gbit/s), the
+// reference the DCQCN incast is compared with. Its receiver flags a CNP on the ACK of every
+// CE-marked packet (no NP interval); a QP's first CNP sets α = 1 and starts two grids: α is
+// updated every alpha_window as nvidia's, and every reduce_period the rate is cut if a CNP
+// came since the last check (reduce_on_grid: so the first cut comes one period after the
+// first CNP). No byte counter: the stages follow the timer alone (fast recovery while
+// t < F, one additive step at t = F, hyper after), each hyper step adds R_HAI (not i·R_HAI),
+// and RT ← RC on a cut only after a timer step (CLAMP_TARGET_RATE 0).
 #pragma once
 
 #include <optional>
@@ -68,6 +78,9 @@ struct DcqcnParams {
   bool clamp_target = true;          // clamp_tgt_rate (the paper always sets RT ← RC)
   bool clamp_target_after_timer = false;
   model::Rate rate_on_first_cnp{0};
+  // ns3-only (the other presets keep the paper's behaviour)
+  bool reduce_on_grid = false;  // cut only at the reduce_period grid from the first CNP
+  bool hyper_grows = true;      // the i-th hyper step adds i·R_HAI (the paper); else R_HAI
 
   static std::optional<DcqcnParams> preset_named(const std::string& name);
   // The preset with the parameters a scenario set (hosts.dcqcn as a map), still physical.
@@ -113,6 +126,7 @@ class ReactionPoint {
   bool cnp_in_window_ = false;
   Nanos last_cut_ = 0;
   bool cut_pending_ = false;
+  Nanos reduce_next_ = 0;  // ns3: the next check of the reduce grid
   uint64_t cuts_ = 0, cnps_ = 0;
 };
 

@@ -546,7 +546,7 @@ class Loader {
   void read_dcqcn(M& m, HostsConfig& h) {
     auto& o = h.dcqcn_set;
     if (auto v = m.take("preset"))
-      if (auto d = r_.choice(*v, {"paper", "nvidia", "off"})) h.dcqcn = *d;
+      if (auto d = r_.choice(*v, {"paper", "nvidia", "ns3", "off"})) h.dcqcn = *d;
     const Duration dmin{1}, dmax{3'600'000'000'000};
     const Rate rmin{1}, rmax{Rate{1'000'000'000'000'000}};
     if (auto v = m.take("cnp_interval")) o.cnp_interval = r_.duration(*v, Duration{0}, dmax);
@@ -659,7 +659,7 @@ class Loader {
       }
     if (auto dv = m->take("dcqcn")) {
       if (dv->node.IsScalar()) {
-        if (auto d = r_.choice(*dv, {"paper", "nvidia", "off"})) h.dcqcn = *d;
+        if (auto d = r_.choice(*dv, {"paper", "nvidia", "ns3", "off"})) h.dcqcn = *d;
       } else if (auto dm = r_.map(*dv)) {
         read_dcqcn(*dm, h);
       }

@@ -240,7 +240,7 @@ BackendKind builtin_backend() {
   return {"builtin", "the built-in RoCEv2 engine (wire format, RC, DCQCN), on any kernel",
           [](const model::Scenario& s, std::string_view dcqcn) -> Result<std::unique_ptr<Backend>> {
             auto preset = engine::DcqcnParams::preset_named(std::string(dcqcn));
-            if (!preset) return error(Errc::kBadInput, "unknown DCQCN preset '" + std::string(dcqcn) + "' (paper, nvidia, off)");
+            if (!preset) return error(Errc::kBadInput, "unknown DCQCN preset '" + std::string(dcqcn) + "' (paper, nvidia, ns3, off)");
             return std::unique_ptr<Backend>(new Builtin(preset->with(s.hosts.dcqcn_set).emulated(s.scale), thread_count()));
           }};
 }

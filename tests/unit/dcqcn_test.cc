@@ -175,6 +175,60 @@ TEST(Dcqcn, Mlx5NamesRefuseTwoNamesForOneKnobAndWhatIsNotModelled) {
   ASSERT_EQ(e.size(), 1u);
 }
 
+// HPCC's ns-3 Mellanox-model reaction point (rdma-hw.cc, run.py's dcqcn_paper) at D = 1 and
+// 100 Gbit/s, each figure worked by hand from its rules.
+TEST(Dcqcn, Ns3PresetCutsOnItsGridAndStepsByTheTimerAlone) {
+  const auto p = *DcqcnParams::preset_named("ns3");
+  const double g = 1.0 / 256;
+  ReactionPoint rp(p, 100e9);
+  rp.on_cnp(0);  // starts α's window and the reduce grid; no cut yet
+  rp.on_cnp(10'000);
+  rp.advance(49'999);
+  EXPECT_EQ(rp.rate(), 100e9);
+  EXPECT_EQ(rp.cuts(), 0u);
+  rp.advance(50'000);  // α's update first (a CNP came: 1), then the check cuts by α/2
+  EXPECT_DOUBLE_EQ(rp.alpha(), 1.0);
+  EXPECT_DOUBLE_EQ(rp.rate(), 50e9);
+  EXPECT_DOUBLE_EQ(rp.target(), 100e9);  // no timer step before this cut: RT not clamped
+  rp.advance(104'999);  // 100 us: no CNP in the window, α decays; no cut
+  EXPECT_DOUBLE_EQ(rp.alpha(), 1 - g);
+  EXPECT_EQ(rp.cuts(), 1u);
+  rp.advance(105'000);  // the timer, 55 us after the cut: t = 0 < F = 1, fast recovery
+  EXPECT_EQ(rp.stage(), Stage::kFastRecovery);
+  EXPECT_DOUBLE_EQ(rp.rate(), 75e9);
+  rp.advance(160'000);  // t = F: one additive step (RT capped at the line)
+  EXPECT_EQ(rp.stage(), Stage::kAdditive);
+  EXPECT_DOUBLE_EQ(rp.target(), 100e9);
+  EXPECT_DOUBLE_EQ(rp.rate(), 87.5e9);
+  rp.on_cnp(170'000);
+  rp.on_cnp(180'000);  // two CNPs in one period: one cut, at the 200 us check
+  rp.advance(200'000);
+  const double alpha = (1 - g) * (1 - g) * (1 - g) + g;  // 150 us: none; 200 us: a CNP came
+  EXPECT_DOUBLE_EQ(rp.alpha(), alpha);
+  EXPECT_EQ(rp.cuts(), 2u);
+  EXPECT_DOUBLE_EQ(rp.target(), 87.5e9);  // a timer step came since the last cut: RT <- RC
+  double rc = 87.5e9 * (1 - alpha / 2);
+  EXPECT_DOUBLE_EQ(rp.rate(), rc);
+  rp.advance(255'000);
+  rc = (87.5e9 + rc) / 2;
+  EXPECT_EQ(rp.stage(), Stage::kFastRecovery);
+  EXPECT_DOUBLE_EQ(rp.rate(), rc);
+  rp.advance(310'000);
+  EXPECT_EQ(rp.stage(), Stage::kAdditive);
+  EXPECT_DOUBLE_EQ(rp.target(), 87.52e9);
+  rp.advance(365'000);
+  EXPECT_EQ(rp.stage(), Stage::kHyper);
+  EXPECT_DOUBLE_EQ(rp.target(), 87.72e9);
+  rp.advance(420'000);  // each hyper step adds R_HAI (the paper's second would add 2 x R_HAI)
+  EXPECT_DOUBLE_EQ(rp.target(), 87.92e9);
+  EXPECT_EQ(rp.cuts(), 2u);
+  // The receiver flags a CNP for every CE-marked packet.
+  NotificationPoint np(p.cnp_interval.ns);
+  int sent = 0;
+  for (Nanos t = 0; t < 10; ++t) sent += np.on_ce(1, t);
+  EXPECT_EQ(sent, 10);
+}
+
 TEST(NotificationPoint, AtMostOneCnpPerIntervalPerQp) {
   NotificationPoint np(50'000);
   EXPECT_TRUE(np.on_ce(1, 0));
