@@ -491,8 +491,10 @@ class Agent {
       // The frame's way from the XOFF decision at the link's other end: a decision within a
       // second before arrival is this frame's (a refresh Q/2 later would be a later one).
       if (e.decided_ns && e.decided_ns <= e.ts_ns && e.ts_ns - e.decided_ns < 1'000'000'000 &&
-          transits_.size() < 1'000'000)
+          transits_.size() < 1'000'000) {
         transits_.push_back(e.ts_ns - e.decided_ns);
+        paths_.push_back(done - e.decided_ns);
+      }
     }
   }
 
@@ -590,6 +592,7 @@ class Agent {
     f.reaction_ns = summary(latencies_);
     raise_budget(f.reaction_ns.p99);
     f.transit_ns = summary(transits_);
+    f.path_ns = summary(paths_);
     f.reaction_budget_ns = budget_ns_;
     f.budget_raises = budget_raises_;
     // What paused port-priorities still sent: within the one-frame allowance (the tail), and
@@ -699,6 +702,7 @@ class Agent {
   std::vector<rl_pfc_tx_state> states_;
   std::vector<uint64_t> latencies_;
   std::vector<uint64_t> transits_;
+  std::vector<uint64_t> paths_;  // the XOFF decision -> this pause in force (transit + reaction)
   AgentFigures fig_;
   uint64_t budget_ns_ = 0, budget_raises_ = 0;
 };

@@ -109,6 +109,8 @@ ordered_json to_json(const AgentFigures& f) {
           {"transit_ns",
            {{"count", f.transit_ns.count}, {"p50", f.transit_ns.p50}, {"p99", f.transit_ns.p99},
             {"max", f.transit_ns.max}}},
+          {"path_ns",
+           {{"count", f.path_ns.count}, {"p50", f.path_ns.p50}, {"p99", f.path_ns.p99}, {"max", f.path_ns.max}}},
           {"reaction_budget_ns", f.reaction_budget_ns},
           {"budget_raises", f.budget_raises},
           {"pause_tail_packets", f.pause_tail_packets},
@@ -148,6 +150,11 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
       const auto& t = j.at("transit_ns");
       f.transit_ns = {t.at("count").get<uint64_t>(), t.at("p50").get<uint64_t>(), t.at("p99").get<uint64_t>(),
                       t.at("max").get<uint64_t>()};
+    }
+    if (j.contains("path_ns")) {
+      const auto& t = j.at("path_ns");
+      f.path_ns = {t.at("count").get<uint64_t>(), t.at("p50").get<uint64_t>(), t.at("p99").get<uint64_t>(),
+                   t.at("max").get<uint64_t>()};
     }
     f.reaction_budget_ns = u("reaction_budget_ns");
     f.budget_raises = u("budget_raises");

@@ -121,6 +121,7 @@ struct AgentFigures {
     uint64_t count = 0, p50 = 0, p99 = 0, max = 0;  // BPF arrival -> pause in effect (nearest rank)
   } reaction_ns;
   Reaction transit_ns;  // the link's other end deciding XOFF -> its frame arriving here (BPF clocks)
+  Reaction path_ns;     // the same decision -> the pause in force here: a pause's whole way, per pause
   uint64_t reaction_budget_ns = 0, budget_raises = 0;
   uint64_t pause_tail_packets = 0, leaked_packets = 0, leaked_bytes = 0;
   uint64_t storm_frames = 0;  // pause-storm frames sent, every storm

@@ -87,6 +87,10 @@ std::vector<MetricInfo> pause_path_metrics() {
      "a pause's way to the port it pauses: the switch deciding XOFF to the frame's arrival (BPF clocks, wall), "
      "median over the pauses put in force"},
     {"pfc_transit_p99", MetricKind::kScalar, "s", {}, "the same, 99th percentile"},
+    {"pfc_path_max", MetricKind::kScalar, "s", {},
+     "the longest way a pause took from the switch deciding XOFF to the pause in force at the port it pauses "
+     "(wall): the frame's transit and the agent's reaction of one pause; what its PG took past XOFF meanwhile "
+     "came in at the link's rate"},
     {"pfc_overshoot", MetricKind::kSeries, "bytes", {"node", "port", "prio"},
      "how far an ingress port's priority group ran past XOFF per pause, mean over its pause episodes: what "
      "arrived after the switch decided XOFF (ingress trigger)"},

@@ -228,6 +228,7 @@ Sink agent_sink() {
               if (a.transit_ns.count > 0) {
                 scalar("pfc_transit_p50", double(a.transit_ns.p50) / 1e9);
                 scalar("pfc_transit_p99", double(a.transit_ns.p99) / 1e9);
+                scalar("pfc_path_max", double(a.path_ns.max) / 1e9);
               }
               headroom_metrics(c, a);
             }
