@@ -129,23 +129,29 @@ Result<VmRun> run_in_vm(const VmRunOptions& o) {
   r.accel = probe_kvm().ok ? "kvm" : "tcg,thread=multi";
   const VmBoot b = boot_vm(image, job.string(), r.accel, o.timeout_s * 1000);
   r.seconds = b.seconds;
-  {
-    std::string log_why;
-    r.output = sys::read_file((job / "job.log").string(), kMaxGuestLog, log_why).value_or("(no job.log: " + log_why + ")");
-  }
+  auto g = take_guest_run(job.string(), dir.string());
+  if (!g) return g.error();
+  r.output = std::move(g->output);
   if (!b.ran) return error(Errc::kEnvironment, "the VM did not run the scenario (" + b.why + ")\n" + r.output);
   r.exit_code = b.job_rc;
-  struct stat run_st {};
-  if (lstat((job / "run").c_str(), &run_st) == 0 && S_ISDIR(run_st.st_mode)) {
-    size_t skipped = 0;
-    if (auto s = sys::copy_tree((job / "run").string(), dir.string(), kMaxGuestFile, kMaxGuestRun, skipped); !s)
-      return error(Errc::kEnvironment, "copying the run directory back: " + s.error().what);
-    if (skipped)
-      r.output += "\nrocelab: " + std::to_string(skipped) +
-                  " entries of the guest's run directory were not copied back (links, special files, or over the size caps)\n";
-    r.run_dir = dir.string();
-  }
+  if (g->copied) r.run_dir = dir.string();
   return r;
+}
+
+Result<GuestRun> take_guest_run(const std::string& job_dir, const std::string& out_dir) {
+  const fs::path job = job_dir;
+  GuestRun g;
+  std::string log_why;
+  g.output = sys::read_file((job / "job.log").string(), kMaxGuestLog, log_why).value_or("(no job.log: " + log_why + ")");
+  struct stat run_st {};
+  if (lstat((job / "run").c_str(), &run_st) != 0 || !S_ISDIR(run_st.st_mode)) return g;
+  if (auto s = sys::copy_tree((job / "run").string(), out_dir, kMaxGuestFile, kMaxGuestRun, g.skipped); !s)
+    return error(Errc::kEnvironment, "copying the run directory back: " + s.error().what);
+  if (g.skipped)
+    g.output += "\nrocelab: " + std::to_string(g.skipped) +
+                " entries of the guest's run directory were not copied back (links, special files, or over the size caps)\n";
+  g.copied = true;
+  return g;
 }
 
 KvmProbe probe_kvm() {

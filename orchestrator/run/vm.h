@@ -43,6 +43,17 @@ struct VmRun {
 };
 Result<VmRun> run_in_vm(const VmRunOptions& o);
 
+// What a guest left in its job directory, taken as untrusted (its root writes there over 9p,
+// links and devices included): job.log read without following a link, capped; run/ only if
+// a real directory, copied to `out_dir` without links or special files and within caps.
+// `copied`: whether run/ came back; `skipped`: the entries left behind.
+struct GuestRun {
+  std::string output;
+  bool copied = false;
+  size_t skipped = 0;
+};
+Result<GuestRun> take_guest_run(const std::string& job_dir, const std::string& out_dir);
+
 // Whether KVM can run the image here, by a test boot of a job that only exits: "yes" needs
 // a guest that ran, not a /dev/kvm that opens.
 struct KvmProbe {

@@ -4,6 +4,7 @@
 #include "sys/files.h"
 
 #include "model/percentile.h"
+#include "run/vm.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -84,6 +85,43 @@ TEST_F(Files, ADirectoryAnotherUserOwnsIsRefused) {
   auto r = sys::make_private_dir(theirs.string());
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().what.find("belongs to uid 65534"), std::string::npos) << r.error().what;
+}
+
+// `run --vm`'s job directory is the guest's to write (9p, its root): what it left is read
+// back as untrusted. A job.log that is a link to a host file, links inside run/, and a run/
+// that is itself a link leave their targets unread and untouched.
+TEST_F(Files, AGuestsJobDirectoryIsTakenBackWithoutFollowingItsLinks) {
+  const fs::path job = root_ / "job", out = root_ / "out";
+  fs::create_directories(job / "run" / "plots");
+  fs::create_symlink(target_, job / "job.log");
+  std::ofstream(job / "run" / "results.json") << "{}\n";
+  std::ofstream(job / "run" / "plots" / "q.svg") << "<svg/>\n";
+  fs::create_symlink(target_, job / "run" / "events.jsonl");
+  fs::create_symlink("/", job / "run" / "root");
+  auto g = run::take_guest_run(job.string(), out.string());
+  ASSERT_TRUE(g) << g.error().what;
+  EXPECT_NE(g->output.find("a symbolic link (not followed)"), std::string::npos) << g->output;
+  EXPECT_EQ(g->output.find("keep me"), std::string::npos) << "the host file's text came back as the guest's log";
+  EXPECT_TRUE(g->copied);
+  EXPECT_EQ(g->skipped, 2u);
+  EXPECT_TRUE(fs::is_regular_file(out / "results.json"));
+  EXPECT_TRUE(fs::is_regular_file(out / "plots" / "q.svg"));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(out / "events.jsonl")));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(out / "root")));
+  EXPECT_EQ(precious(), "keep me\n");
+  // A run/ that is a link (to a directory of the host's) is not taken at all.
+  const fs::path job2 = root_ / "job2", host_dir = root_ / "host-dir", out2 = root_ / "out2";
+  fs::create_directories(job2);
+  fs::create_directories(host_dir);
+  std::ofstream(host_dir / "secret") << "host\n";
+  std::ofstream(job2 / "job.log") << "guest log\n";
+  fs::create_symlink(host_dir, job2 / "run");
+  auto g2 = run::take_guest_run(job2.string(), out2.string());
+  ASSERT_TRUE(g2) << g2.error().what;
+  EXPECT_EQ(g2->output, "guest log\n");
+  EXPECT_FALSE(g2->copied);
+  EXPECT_FALSE(fs::exists(out2));
+  EXPECT_TRUE(fs::is_regular_file(host_dir / "secret"));
 }
 
 TEST_F(Files, CopyTreeTakesRegularFilesOnly) {
