@@ -42,7 +42,8 @@ size_t thread_count() {
 // turns; a shard with completions for it wakes shard 0, and shards it posted to are woken.
 class Builtin final : public Backend {
  public:
-  Builtin(const engine::DcqcnParams& emulated, size_t threads) : dcqcn_(emulated), threads_(threads) {}
+  Builtin(const engine::DcqcnParams& emulated, size_t threads, bool agent)
+      : dcqcn_(emulated), threads_(threads), agent_(agent) {}
   Result<size_t> add_endpoint(const EndpointSpec& e) override {
     // In blocks of neighbouring hosts (a leaf's, say): round robin put every sender of
     // pairs listed as (1 -> 2, 3 -> 4) on one thread, and the softirq forwarding that goes
@@ -122,6 +123,7 @@ class Builtin final : public Backend {
   sys::MonotonicClock clock_;  // declared before the engines, which keep a reference
   engine::DcqcnParams dcqcn_;
   size_t threads_;
+  bool agent_;  // a PFC agent runs beside the engine (its core is kept for it)
   std::atomic<bool> stepping_{false};  // shard 0 wants every lock for the step
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<std::pair<size_t, size_t>> eps_, qps_;  // backend id -> (shard, the engine's id)
@@ -212,8 +214,9 @@ bool Builtin::run(const std::function<bool()>& step, sys::Nanos deadline, const 
   if (shards_.empty()) shards_.push_back(std::make_unique<Shard>(dcqcn_, clock_));
   run_cpu_.assign(shards_.size(), {});
   // The PFC agent's core, which the engine's threads keep off while they leave it one
-  // (ROCELAB_ENGINE_THREADS asking for every core gets every core).
-  const int agent = long(shards_.size()) < sysconf(_SC_NPROCESSORS_ONLN) ? sys::agent_core() : -1;
+  // (ROCELAB_ENGINE_THREADS asking for every core gets every core); without PFC there is no
+  // agent, and every core is the engine's.
+  const int agent = agent_ && long(shards_.size()) < sysconf(_SC_NPROCESSORS_ONLN) ? sys::agent_core() : -1;
   if (shards_.size() == 1) {
     sys::AvoidCore off(agent);
     bool done = false;
@@ -241,7 +244,9 @@ BackendKind builtin_backend() {
           [](const model::Scenario& s, std::string_view dcqcn) -> Result<std::unique_ptr<Backend>> {
             auto preset = engine::DcqcnParams::preset_named(std::string(dcqcn));
             if (!preset) return error(Errc::kBadInput, "unknown DCQCN preset '" + std::string(dcqcn) + "' (paper, nvidia, ns3, off)");
-            return std::unique_ptr<Backend>(new Builtin(preset->with(s.hosts.dcqcn_set).emulated(s.scale), thread_count()));
+            const bool agent = s.qos.pfc_enabled && s.qos.pfc_mask != 0;  // PFC to honour: the agent runs
+            return std::unique_ptr<Backend>(
+                new Builtin(preset->with(s.hosts.dcqcn_set).emulated(s.scale), thread_count(), agent));
           }};
 }
 
