@@ -129,7 +129,7 @@ Result<VmRun> run_in_vm(const VmRunOptions& o) {
   r.accel = probe_kvm().ok ? "kvm" : "tcg,thread=multi";
   const VmBoot b = boot_vm(image, job.string(), r.accel, o.timeout_s * 1000);
   r.seconds = b.seconds;
-  auto g = take_guest_run(job.string(), dir.string());
+  auto g = take_guest_run(job.string(), b.ran ? dir.string() : "");  // a guest that did not run: its log only
   if (!g) return g.error();
   r.output = std::move(g->output);
   if (!b.ran) return error(Errc::kEnvironment, "the VM did not run the scenario (" + b.why + ")\n" + r.output);
@@ -144,7 +144,7 @@ Result<GuestRun> take_guest_run(const std::string& job_dir, const std::string& o
   std::string log_why;
   g.output = sys::read_file((job / "job.log").string(), kMaxGuestLog, log_why).value_or("(no job.log: " + log_why + ")");
   struct stat run_st {};
-  if (lstat((job / "run").c_str(), &run_st) != 0 || !S_ISDIR(run_st.st_mode)) return g;
+  if (out_dir.empty() || lstat((job / "run").c_str(), &run_st) != 0 || !S_ISDIR(run_st.st_mode)) return g;
   if (auto s = sys::copy_tree((job / "run").string(), out_dir, kMaxGuestFile, kMaxGuestRun, g.skipped); !s)
     return error(Errc::kEnvironment, "copying the run directory back: " + s.error().what);
   if (g.skipped)

@@ -46,7 +46,8 @@ Result<VmRun> run_in_vm(const VmRunOptions& o);
 // What a guest left in its job directory, taken as untrusted (its root writes there over 9p,
 // links and devices included): job.log read without following a link, capped; run/ only if
 // a real directory, copied to `out_dir` without links or special files and within caps.
-// `copied`: whether run/ came back; `skipped`: the entries left behind.
+// `copied`: whether run/ came back; `skipped`: the entries left behind. An empty `out_dir`:
+// the log only (a guest that did not run leaves no run directory here).
 struct GuestRun {
   std::string output;
   bool copied = false;
