@@ -25,6 +25,16 @@ struct {
 	__type(value, struct rl_pause_state);
 } pause_state SEC(".maps");
 
+/* Per port slot: its line against its rate (rl_line_dequeue). Mmapable: the agent sets
+ * paused_mask in place and reads what was lost. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_line_state);
+} line_state SEC(".maps");
+
 static __always_inline void check(__u32 slot, struct sk_buff *skb, __u64 now)
 {
 	__u32 classid = skb->priority; /* BTF pointers of tp_btf: plain loads, no helper call */
@@ -67,11 +77,17 @@ int BPF_PROG(rl_pause_watch, struct Qdisc *q, const struct netdev_queue *txq, in
 	if (!info || info->root_qdisc != (__u64)q)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
+	__u64 bytes = 0;
 	/* A bulk dequeue hands over a list (skb->next); veth takes one at a time, but count all. */
 	for (int i = 0; i < 16 && skb; i++) {
 		check(slot, skb, now);
+		bytes += skb->len;
 		skb = skb->next;
 	}
+	struct rl_line_state *line = bpf_map_lookup_elem(&line_state, &slot);
+	if (line && info->quantum_ps)
+		rl_line_dequeue(line, now, bytes, q->qstats.backlog, info->quantum_ps,
+				(__u32)txq->dev->carrier_up_count.counter + (__u32)txq->dev->carrier_down_count.counter);
 	return 0;
 }
 

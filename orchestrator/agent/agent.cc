@@ -607,6 +607,9 @@ class Agent {
         if (st.leaked_packets)
           f.leaks.push_back({nodes_[p.cfg->node].name, p.cfg->name, q, st.leaked_packets, st.leaked_bytes});
       }
+    for (const auto& [slot, p] : ports_)
+      if (const rl_line_state l = watch_->line(slot); l.lost_ns)
+        f.lines.push_back({nodes_[p.cfg->node].name, p.cfg->name, l.lost_ns, l.longest_ns, l.runs});
     for (const auto& [k, w] : wd_) {
       const Port& p = ports_.at(rl_queue_slot(k));
       fabric::WatchdogQueueFigures q{nodes_[p.cfg->node].name, p.cfg->name, rl_queue_prio(k), w.q.stormed(), w.detected,

@@ -25,18 +25,24 @@ std::unique_ptr<PauseWatch> PauseWatch::start(int port_info_fd, std::string& why
   w->skel_ = pause_watch__open();
   if (!w->skel_) return fail("open pause_watch.bpf.o", errno);
   bpf_map__set_max_entries(w->skel_->maps.pause_state, static_cast<uint32_t>(w->ports_ * RL_NUM_PRIO));
+  bpf_map__set_max_entries(w->skel_->maps.line_state, static_cast<uint32_t>(w->ports_));
   if (int e = bpf_map__reuse_fd(w->skel_->maps.port_info, port_info_fd)) return fail("share port_info", e);
   if (int e = pause_watch__load(w->skel_)) return fail("load pause_watch.bpf.o", e);
   w->length_ = (w->ports_ * RL_NUM_PRIO * sizeof(rl_pause_state) + 4095) / 4096 * 4096;
   void* m = mmap(nullptr, w->length_, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(w->skel_->maps.pause_state), 0);
   if (m == MAP_FAILED) return fail("map pause_state", errno);
   w->base_ = m;
+  w->lines_length_ = (w->ports_ * sizeof(rl_line_state) + 4095) / 4096 * 4096;
+  m = mmap(nullptr, w->lines_length_, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(w->skel_->maps.line_state), 0);
+  if (m == MAP_FAILED) return fail("map line_state", errno);
+  w->lines_ = m;
   if (int e = pause_watch__attach(w->skel_)) return fail("attach to tracepoint qdisc_dequeue", e);
   return w;
 }
 
 PauseWatch::~PauseWatch() {
   if (base_) munmap(base_, length_);
+  if (lines_) munmap(lines_, lines_length_);
   if (skel_) pause_watch__destroy(skel_);
 }
 
@@ -51,7 +57,25 @@ bool PauseWatch::mark(size_t slot, uint32_t prio, uint64_t since_ns, uint32_t al
   if (since_ns) __atomic_store_n(&e->allowance, static_cast<int64_t>(allowance), __ATOMIC_RELAXED);
   // Release: the program sees the pause only with its allowance.
   __atomic_store_n(&e->since_ns, since_ns, __ATOMIC_RELEASE);
+  // The line's accounting: no run while a priority of the port is paused, none across a change.
+  if (lines_ && slot < ports_) {
+    auto* l = static_cast<rl_line_state*>(lines_) + slot;
+    const uint64_t bit = uint64_t(1) << prio;
+    if (since_ns) __atomic_fetch_or(&l->paused_mask, bit, __ATOMIC_RELEASE);
+    else __atomic_fetch_and(&l->paused_mask, ~bit, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&l->pause_changes, 1, __ATOMIC_RELEASE);
+  }
   return true;
+}
+
+rl_line_state PauseWatch::line(size_t slot) const {
+  rl_line_state l{};
+  if (!lines_ || slot >= ports_) return l;
+  const auto* e = static_cast<const rl_line_state*>(lines_) + slot;
+  l.lost_ns = __atomic_load_n(&e->lost_ns, __ATOMIC_RELAXED);
+  l.runs = __atomic_load_n(&e->runs, __ATOMIC_RELAXED);
+  l.longest_ns = __atomic_load_n(&e->longest_ns, __ATOMIC_RELAXED);
+  return l;
 }
 
 rl_pause_state PauseWatch::read(size_t slot, uint32_t prio) const {

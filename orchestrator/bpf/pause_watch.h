@@ -29,6 +29,8 @@ class PauseWatch {
   // before resuming, so the drain is not counted).
   bool mark(size_t slot, uint32_t prio, uint64_t since_ns, uint32_t allowance = 0);
   rl_pause_state read(size_t slot, uint32_t prio) const;
+  // The port's line against its rate (rl_line_state): what it lost with packets waiting.
+  rl_line_state line(size_t slot) const;
   size_t ports() const { return ports_; }
 
  private:
@@ -38,6 +40,8 @@ class PauseWatch {
   size_t ports_ = 0;
   void* base_ = nullptr;  // the pause_state array, mapped
   size_t length_ = 0;
+  void* lines_ = nullptr;  // the line_state array, mapped
+  size_t lines_length_ = 0;
 };
 
 }  // namespace rocelab::bpf

@@ -93,6 +93,10 @@ ordered_json to_json(const AgentFigures& f) {
   for (const auto& p : f.paused)
     paused.push_back({{"node", p.node}, {"port", p.port}, {"prio", p.prio}, {"pauses", p.pauses},
                       {"paused_ns", p.paused_ns}});
+  ordered_json lines = ordered_json::array();
+  for (const auto& l : f.lines)
+    lines.push_back({{"node", l.node}, {"port", l.port}, {"lost_ns", l.lost_ns}, {"longest_ns", l.longest_ns},
+                     {"runs", l.runs}});
   return {{"events", f.events},
           {"ignored", f.ignored},
           {"pauses", f.pauses},
@@ -126,7 +130,8 @@ ordered_json to_json(const AgentFigures& f) {
           {"pause_log", plog},
           {"pause_log_dropped", f.pause_log_dropped},
           {"leaks", leaks},
-          {"paused", paused}};
+          {"paused", paused},
+          {"lines", lines}};
 }
 
 std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
@@ -203,6 +208,11 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
       f.paused.push_back({p.at("node").get<std::string>(), p.at("port").get<std::string>(),
                           p.at("prio").get<uint32_t>(), p.at("pauses").get<uint64_t>(),
                           p.at("paused_ns").get<uint64_t>()});
+    if (j.contains("lines"))
+      for (const auto& l : j.at("lines"))
+        f.lines.push_back({l.at("node").get<std::string>(), l.at("port").get<std::string>(),
+                           l.at("lost_ns").get<uint64_t>(), l.at("longest_ns").get<uint64_t>(),
+                           l.at("runs").get<uint64_t>()});
     return f;
   } catch (const std::exception& e) {
     why = std::string("the agent's figures: ") + e.what();

@@ -59,6 +59,13 @@ struct PortPauseFigures {
   uint64_t pauses = 0, paused_ns = 0;  // pauses of this port-priority and their time, one in force included
 };
 
+// A port's line against its rate (rl_line_state): the time it idled with packets waiting
+// (past what its shaper's bucket makes up), summed, and the most one run of dequeues lost.
+struct PortLineFigures {
+  std::string node, port;
+  uint64_t lost_ns = 0, longest_ns = 0, runs = 0;
+};
+
 struct PortLeakFigures {
   std::string node, port;
   uint32_t prio = 0;
@@ -135,6 +142,7 @@ struct AgentFigures {
   uint64_t pause_log_dropped = 0;     // events beyond it
   std::vector<PortLeakFigures> leaks;
   std::vector<PortPauseFigures> paused;
+  std::vector<PortLineFigures> lines;  // ports whose line lost time (lost_ns > 0)
 };
 
 inline constexpr size_t kPauseLogMax = 200'000;

@@ -76,6 +76,12 @@ std::vector<MetricInfo> stall_metrics() {
      "force or lift, an XON to send), each delay beyond the two frame times at the fastest port a shaper "
      "makes up; above 0.01 the run is invalid"},
     {"agent_stall_max", MetricKind::kScalar, "s", {}, "the longest such delay (physical: wall / D)"},
+    {"line_lost", MetricKind::kSeries, "ratio", {"node", "port"},
+     "share of the traffic phase a port's line idled with packets waiting and no priority paused, past two of "
+     "its frames a run (what the shapers' buckets make up): line time the machine took (its shaper's timer run "
+     "late), measured at every dequeue; ports that lost none are not listed"},
+    {"line_lost_max", MetricKind::kScalar, "ratio", {},
+     "the most line_lost of any port; above 0.01 the run is invalid"},
   };
 }
 

@@ -107,6 +107,31 @@ void stall_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   judge_steal(c, a.stalls_dropped > 0 ? 1.0 : held / phase);
 }
 
+// The ports' lines against their rates (fabric::PortLineFigures, rl_line_state): the time a
+// shaper idled with packets waiting, past what its bucket makes up — line time the machine
+// took (a timer run late, a CPU held in softirq) that a real port never loses, and that the
+// loop's probe cannot see when its own CPU was free. Past 1 % of the phase on any port, the
+// run is invalid as for the loop's stalls: every rate through that port is off by as much.
+void line_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
+  if (c.t0_ns <= 0 || now_ns <= uint64_t(c.t0_ns)) return;
+  const double phase = double(now_ns - uint64_t(c.t0_ns));
+  MetricValue per{MetricKind::kSeries, 0, {}};
+  double worst = 0;
+  const fabric::PortLineFigures* at = nullptr;
+  for (const auto& l : a.lines) {
+    const double share = double(l.lost_ns) / phase;
+    per.samples.push_back({{{"node", l.node}, {"port", l.port}}, share});
+    if (share > worst) worst = share, at = &l;
+  }
+  c.metrics["line_lost"] = per;
+  c.metrics["line_lost_max"] = MetricValue{MetricKind::kScalar, worst, {}};
+  if (at && worst > kStalledInvalid && c.invalid.empty())
+    c.invalid = fmt::format("the machine held {}:{}'s line idle with packets waiting {:.1f} % of the traffic phase (its "
+                            "shaper ran late past what its bucket makes up, {:.1f} ms at most at once): the machine "
+                            "did not keep up",
+                            at->node, at->port, worst * 100, double(at->longest_ns) / 1e6);
+}
+
 // The PFC watchdog (FAULTS.md): SONiC's per-queue counts as counters, each storm's
 // detection and restoration as times (physical, from the traffic's start) and as lines in
 // SONiC's words in the run's notes.
@@ -235,8 +260,10 @@ Sink agent_sink() {
             c.record = fabric::to_json(a);
             c.record.erase("pause_log");  // in pfc.txt, not in the event log
             c.record.erase("stalls");     // in agent_stalled and agent_stall_max
+            c.record.erase("lines");      // in line_lost
             pfc_txt(c, a);
             stall_metrics(c, a, uint64_t(c.testbed.clock().now()));
+            line_metrics(c, a, uint64_t(c.testbed.clock().now()));
             watchdog_metrics(c, a);
             deadlock_metrics(c, a, uint64_t(c.testbed.clock().now()));
             return ok();

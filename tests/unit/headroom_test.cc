@@ -62,3 +62,71 @@ TEST(QueueKey, IsOneIndexPerQueueInTheCounterArraysOrder) {
     }
   EXPECT_EQ(rl_queue_key(3, 8 + 5), rl_queue_key(3, 5));  // the PCP's three bits
 }
+
+// rl_line_dequeue (rocelab_abi.h, run in pause_watch at every dequeue of a port): a port at
+// 100 Mbit/s of wall clock (a quantum of 512 bit-times is 5.12 us: 80 ns a byte), frames of
+// 4214 B (337.12 us each), the figures worked by hand.
+namespace line {
+constexpr uint64_t kQuantumPs = 5'120'000, kFrame = 4214, kFrameNs = kFrame * 80;
+
+// n back-to-back frames from t0, the i-th `extra(i)` ns late; the last leaves nothing behind.
+template <class Extra>
+rl_line_state run(int n, Extra extra, uint64_t t0 = 1'000'000'000) {
+  rl_line_state s{};
+  for (int i = 0; i < n; ++i)
+    rl_line_dequeue(&s, t0 + uint64_t(i) * kFrameNs + extra(i), kFrame, i + 1 < n ? 3 * kFrame : 0, kQuantumPs, 0);
+  return s;
+}
+}  // namespace line
+
+TEST(LineState, ALineOnTimeLosesNothing) {
+  const rl_line_state s = line::run(100, [](int) { return 0; });
+  EXPECT_EQ(s.runs, 1u);
+  EXPECT_EQ(s.lost_ns, 0u);
+  EXPECT_EQ(s.run_start_ns, 0u) << "the run ended with the queue";
+}
+
+TEST(LineState, ATimerLatePastTheBucketLosesTheRestForGood) {
+  // From the 50th frame on, 2 ms late: the run lost 2 ms less two frames (674.24 us).
+  const rl_line_state s = line::run(100, [](int i) { return i >= 50 ? 2'000'000 : 0; });
+  EXPECT_EQ(s.runs, 1u);
+  EXPECT_EQ(s.lost_ns, 2'000'000u - 2 * line::kFrameNs);
+  EXPECT_EQ(s.longest_ns, s.lost_ns);
+}
+
+TEST(LineState, LatenessTheBucketMakesUpIsNotCounted) {
+  // One frame 300 us late, the next on its time again (the bucket sends it at once).
+  EXPECT_EQ(line::run(100, [](int i) { return i == 40 ? 300'000 : 0; }).lost_ns, 0u);
+  // Late by less than two frames at the end: within the slack.
+  EXPECT_EQ(line::run(100, [](int i) { return i >= 90 ? 600'000 : 0; }).lost_ns, 0u);
+}
+
+TEST(LineState, AnEmptyQueuePausedPriorityOrCarrierLossIsNoLoss) {
+  rl_line_state s{};
+  // Idle between packets (nothing left behind): no run, whatever the gaps.
+  for (uint64_t i = 0; i < 10; ++i) rl_line_dequeue(&s, i * 50'000'000, line::kFrame, 0, line::kQuantumPs, 0);
+  EXPECT_EQ(s.runs, 0u);
+  // A run, then a pause takes effect (the agent's bit): the run ends there; 5 ms paused with
+  // packets held; after the resume a new run, on time.
+  uint64_t t = 1'000'000'000;
+  for (int i = 0; i < 10; ++i, t += line::kFrameNs) rl_line_dequeue(&s, t, line::kFrame, 3 * line::kFrame, line::kQuantumPs, 0);
+  s.paused_mask = 1u << 3;
+  rl_line_dequeue(&s, t, line::kFrame, 3 * line::kFrame, line::kQuantumPs, 0);  // the pause's one frame
+  EXPECT_EQ(s.runs, 1u);
+  t += 5'000'000;
+  s.paused_mask = 0;
+  for (int i = 0; i < 10; ++i, t += line::kFrameNs) rl_line_dequeue(&s, t, line::kFrame, i < 9 ? 3 * line::kFrame : 0, line::kQuantumPs, 0);
+  EXPECT_EQ(s.runs, 2u);
+  EXPECT_EQ(s.lost_ns, 0u);
+  // A pause that begins and ends between two dequeues of a run (nothing left in between):
+  // the agent counted both changes, so the run does not take the pause's 3 ms as lost.
+  for (int i = 0; i < 5; ++i, t += line::kFrameNs) rl_line_dequeue(&s, t, line::kFrame, 3 * line::kFrame, line::kQuantumPs, 0);
+  s.pause_changes += 2;
+  t += 3'000'000;
+  rl_line_dequeue(&s, t, line::kFrame, 0, line::kQuantumPs, 0);
+  EXPECT_EQ(s.lost_ns, 0u);
+  // A run across a link fault: the carrier went down (its count moved) and the queue with it.
+  rl_line_dequeue(&s, t, line::kFrame, 3 * line::kFrame, line::kQuantumPs, 7);
+  rl_line_dequeue(&s, t + 1'000'000'000, line::kFrame, 0, line::kQuantumPs, 8);
+  EXPECT_EQ(s.lost_ns, 0u);
+}
