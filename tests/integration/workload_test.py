@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -196,37 +197,41 @@ class AtTwiceD(InTempDir):
         with open(path, "w") as f:
             f.write(f"name: ft{os.getpid() % 10000}\nseed: 3\nscale: 4000\ndefaults: {{rate: 100G, mtu: 4200}}\n"
                     "fabric: {type: fat-tree, k: 4}\n"
-                    "workloads:\n  - {name: a2a, type: alltoall, message: 4MB, iterations: 2}\n")
-        def measure(d, tag):
-            r, res = run(path, os.path.join(self.tmp, f"ft{d}{tag}"), "--scale", str(d), retry=False)
-            if r.returncode == 2 and "did not keep up" in json.dumps(res):
-                # Other work held the CPUs (the run says so, as it must): this D, once more.
-                retries.record(f"workloads AtTwiceD D = {d}", res.get("error"))
-                r, res = run(path, os.path.join(self.tmp, f"ft{d}{tag}b"), "--scale", str(d), retry=False)
+                    "workloads:\n  - {name: a2a, type: alltoall, message: 8MB, iterations: 1}\n")
+        def measure(d):
+            # An invalid run goes once more at 2 x D (run's retry): the D it ran at is kept.
+            r, res = run(path, os.path.join(self.tmp, f"ft{d}"), "--scale", str(d))
             self.assertEqual(r.returncode, 0, res.get("error"))
+            d = int(res["scale"])
             m = res["metrics"]
-            f = dict(busbw=single(m["busbw"]), retrans=m["retransmits"], pause=m["pause_time"], cnp=m["cnp_sent"],
+            # Each flow's own completion (its acknowledged bytes reaching the message),
+            # median and 90th percentile over the 240 flows. The collective's busbw is its
+            # slowest flow: one whose DCQCN rate an unlucky run of CE marks (RED's draw)
+            # cut to 0.7 Gbit/s near its end finishes 0.3-0.6 ms late, at either D (here
+            # 9+9 runs at D = 4000 read busbw 47.8 and 34.2 once each, 51-54 otherwise,
+            # with every flow but that one done on time). That tail is DCQCN's, drawn per
+            # run, and says nothing of the scale; the distribution's body does.
+            done = sorted(next(t for t, _, b in fl["rate_trace"]["rows"] if b >= fl["bytes"]) - fl["start_s"]
+                          for fl in res["workloads"]["flows"])
+            f = dict(median=statistics.median(done), p90=done[int(0.9 * len(done))], last=done[-1],
+                     busbw=single(m["busbw"]), retrans=m["retransmits"], pause=m["pause_time"], cnp=m["cnp_sent"],
                      drops=m["lossless_drops"])
-            print(f"\nfat-tree all-to-all at D = {d}: busbw {f['busbw'] / 1e9:.1f} Gbit/s, retransmits "
-                  f"{f['retrans']:.0f}, pause time {f['pause'] * 1e3:.1f} ms, CNPs {f['cnp']:.0f}", file=sys.stderr)
+            print(f"\nfat-tree all-to-all at D = {d}: flows done median {f['median'] * 1e6:.0f} us, p90 "
+                  f"{f['p90'] * 1e6:.0f} us, last {f['last'] * 1e6:.0f} us (busbw {f['busbw'] / 1e9:.1f} Gbit/s), "
+                  f"retransmits {f['retrans']:.0f}, pause time {f['pause'] * 1e3:.1f} ms, CNPs {f['cnp']:.0f}",
+                  file=sys.stderr)
+            self.assertEqual(len(done), 240)
             self.assertEqual(f["drops"], 0)
             self.assertEqual(f["retrans"], 0, "lossless, no drop: nothing retransmitted")
-            return f
+            return f, d
 
-        fig = {d: measure(d, "") for d in (4000, 8000)}
-        if abs(fig[4000]["busbw"] / fig[8000]["busbw"] - 1) >= 0.15:
-            # Interference on a shared machine only ever slows a run (CI saw 34-36 Gbit/s at
-            # either D against 44-48 alone, with the engine thread not starved): measure both
-            # once more and keep each D's faster run, its figures together.
-            print("\nbusbw differs by 15 % or more: both D once more, each D's faster run kept", file=sys.stderr)
-            for d in (4000, 8000):
-                again = measure(d, "again")
-                if again["busbw"] > fig[d]["busbw"]:
-                    fig[d] = again
-        a, b = fig[4000], fig[8000]
-        self.assertLess(abs(a["busbw"] / b["busbw"] - 1), 0.15)
-        self.assertLess(abs(a["pause"] / b["pause"] - 1), 0.3)
-        self.assertLess(abs(a["cnp"] / b["cnp"] - 1), 0.3)
+        a, d = measure(4000)
+        b, _ = measure(2 * d)
+        # Here, 3 + 3 runs: median 966-1001 us, p90 1132-1146 us, pause 16.4-17.2 ms, CNPs 931-976.
+        self.assertLess(abs(a["median"] / b["median"] - 1), 0.1)
+        self.assertLess(abs(a["p90"] / b["p90"] - 1), 0.1)
+        self.assertLess(abs(a["pause"] / b["pause"] - 1), 0.15)
+        self.assertLess(abs(a["cnp"] / b["cnp"] - 1), 0.15)
 
 
 def ring_efficiency(res):
@@ -428,7 +433,13 @@ class RingOrder(InTempDir):
                 f.write(text.replace(base, "  - {name: ring, type: allreduce, message: 8MB, iterations: 1, "
                                            f"ring: {mode}, hosts: {interleaved}}}"))
             r, res = run(path, os.path.join(self.tmp, mode), "--instance", f"ring{os.getpid() % 100000}")
-            self.assertIn(r.returncode, (0, 1), res.get("error"))
+            # What crosses the spines is the ring's order and the routes, the same bytes however
+            # fast the machine ran: a run invalid twice (exit 2: steal held the CPUs, CI read
+            # 8 % then 10 %) still routed every byte, and says so; nothing else is accepted.
+            self.assertIn(r.returncode, (0, 1, 2), res.get("error"))
+            if r.returncode == 2:
+                self.assertIn("did not keep up", res.get("error", ""))
+                print(f"\nring {mode}: invalid at 2 x D, its bytes still counted ({res['error']})", file=sys.stderr)
             m = res["metrics"]
             self.assertEqual(m["digest_errors"], 0)
             spine[mode] = sum(x["value"] for x in m["tx_bytes"] if x["labels"]["node"].startswith("spine"))
