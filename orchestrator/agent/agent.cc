@@ -15,7 +15,11 @@
 #include <optional>
 
 #include "agent/exporter.h"
+#include "agent/pauses.h"
 #include "agent/requests.h"
+#include "agent/stalls.h"
+#include "agent/storms.h"
+#include "agent/watchdog.h"
 #include "bpf/fabric_maps.h"
 #include "bpf/headroom.h"
 #include "bpf/pause_watch.h"
@@ -58,13 +62,6 @@ struct Node {
   sys::Fd netns;
   std::unique_ptr<netlink::RouteSocket> rtnl;  // opened inside the node's namespace
   std::vector<uint32_t> slots;
-};
-
-struct Paused {
-  bool on = false;
-  uint64_t until_ns = 0;
-  uint64_t since_ns = 0;             // when this pause took effect
-  uint64_t count = 0, total_ns = 0;  // this port-priority's pauses, and their time once ended
 };
 
 // Reads everything from `fd` until EOF (the handshake: `up` shuts its side after writing).
@@ -142,13 +139,13 @@ class Agent {
       requests_->add_fds(fds);
       const uint64_t asleep = now_ns();
       poll(fds.data(), fds.size(), int(kPollNs / 1'000'000));
-      note_stall(asleep, now_ns());  // before the work it may have delayed, which says so
+      stalls_.woke(asleep, now_ns());  // before the work it may have delayed, which says so
       events_->consume();
       requests_->serve(fds, 1);
       const uint64_t now = now_ns();
       expire(now);
       run_storms(now);
-      if (!wd_.empty()) poll_watchdog(now);
+      if (wd_) poll_watchdog(now);
       if (now - last_deadlock_look_ > kDeadlockLookNs) {
         look_for_deadlocks(now);
         last_deadlock_look_ = now;
@@ -168,7 +165,7 @@ class Agent {
         if (stat(cfg_.state_path.c_str(), &st) != 0) break;  // the fabric was taken down
         last_alive = now;
       }
-      stall_ = nullptr;  // what comes later was not delayed by it
+      stalls_.turn_done();
     }
     requests_->flush(200'000'000ull);  // the `stop` request's own reply: a little while at most
     requests_.reset();                 // the socket's path goes with it
@@ -193,28 +190,10 @@ class Agent {
   }
   static constexpr int kRealtimePriority = 10;
 
-  // A poll that returned well past its timeout: this real-time thread was runnable and not
-  // run. Idle, the loop oversleeps past 1.2 ms a few times a run (~1-2 ms in all over ten
+  // PFC's work the stall this turn woke from delayed (agent/stalls.h). Idle, the loop
+  // oversleeps past 1.2 ms a few times a run (~1-2 ms in all over ten
   // seconds); a run whose bottleneck lost 0.5 % of its time measured 40 ms in 36 stalls.
-  // What PFC's work waited on it is told by that work, in the same turn of the loop
-  // (delayed_since): a stall with none delayed nothing of PFC's.
-  void note_stall(uint64_t asleep, uint64_t woke) {
-    if (woke - asleep <= kPollNs + kStallSlackNs) return;
-    if (fig_.stalls.size() < fabric::kStallLogMax) {
-      fig_.stalls.push_back({woke, woke - asleep - kPollNs, 0});
-      stall_ = &fig_.stalls.back();
-    } else {
-      ++fig_.stalls_dropped;
-    }
-  }
-  // PFC's work, done now, was due at `due` (a frame's arrival, a pause's end; 0: at some
-  // moment of the stall, unknown, so all of it): this stall delayed it that long.
-  void delayed_since(uint64_t due) {
-    if (!stall_) return;
-    const uint64_t whole = stall_->late_ns;
-    const uint64_t d = due && due < stall_->t_ns ? std::min(stall_->t_ns - due, whole) : (due ? 0 : whole);
-    stall_->delayed_ns = std::max(stall_->delayed_ns, d);
-  }
+  void delayed_since(uint64_t due) { stalls_.delayed_since(due); }
   static constexpr uint64_t kPollNs = 1'000'000, kStallSlackNs = 200'000;
 
   bool serve_metrics(std::string& why) {
@@ -225,7 +204,8 @@ class Agent {
                      bool(ports_.at(p.slot).info.flags & RL_PORT_HOST), ++index[p.node]});
     exporter_ = Exporter::start(cfg_.metrics_port, std::move(out), *maps_, cfg_.scale, why);
     if (!exporter_) return false;
-    for (const auto& [k, w] : wd_) exporter_->set_stormed(rl_queue_slot(k), rl_queue_prio(k), false);
+    if (wd_)
+      for (uint32_t k : wd_->keys()) exporter_->set_stormed(rl_queue_slot(k), rl_queue_prio(k), false);
     return true;
   }
 
@@ -251,125 +231,67 @@ class Agent {
     auto spec = fabric::storm_from_json(j, why);
     if (!spec) return {{"ok", false}, {"error", why}};
     if (!ports_.count(spec->slot)) return {{"ok", false}, {"error", "no port in slot " + std::to_string(spec->slot)}};
-    const uint64_t id = ++last_storm_;
-    storms_[id] = {*spec, now_ns(), 0};
-    return {{"ok", true}, {"id", id}};
+    return {{"ok", true}, {"id", storms_.start(*spec, now_ns())}};
   }
 
-  // id 0 stops every storm. The pauses it caused end as their time runs out, as when a
-  // storming NIC goes quiet: nothing else is sent.
   json stop_storm(const json& j) {
     const uint64_t id = j.contains("id") && j["id"].is_number_unsigned() ? j["id"].get<uint64_t>() : 0;
-    uint64_t frames = 0;
-    for (auto it = storms_.begin(); it != storms_.end();) {
-      if (id && it->first != id) {
-        ++it;
-        continue;
-      }
-      frames += it->second.sent;
-      it = storms_.erase(it);
-    }
-    return {{"ok", true}, {"frames", frames}};
+    return {{"ok", true}, {"frames", storms_.stop(id)}};
   }
 
-  // Each storm's frames that are due, on its own schedule (a late loop catches up, at most
-  // 64 frames at once: beyond that the schedule moves on rather than sending a burst).
   void run_storms(uint64_t now) {
-    std::string why;
-    for (auto& [id, st] : storms_) {
-      const Port& p = ports_.at(st.spec.slot);
-      for (int n = 0; st.next_ns <= now && (st.spec.frames == 0 || st.sent < st.spec.frames); ++n) {
-        if (n == 64) {
-          st.next_ns = now + st.spec.interval_ns;
-          break;
-        }
-        auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
-        if (!scope || !emitter_->send(p.cfg->ifindex, RL_MARK_PFC_STORM, why,
-                                      RL_STORM_PRIORITY(st.spec.vector, st.spec.quanta)))
-          break;
-        ++st.sent;
-        ++fig_.storm_frames;
-        st.next_ns += st.spec.interval_ns;
-      }
-    }
+    fig_.storm_frames += storms_.run(now, [this](const fabric::StormSpec& spec) {
+      std::string why;
+      const Port& p = ports_.at(spec.slot);
+      auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
+      return scope && emitter_->send(p.cfg->ifindex, RL_MARK_PFC_STORM, why, RL_STORM_PRIORITY(spec.vector, spec.quanta));
+    });
   }
 
-  // The PFC watchdog (model/pfcwd.h) on every switch port x PFC priority.
-  struct WdCounts {
-    uint64_t tx_ok = 0, tx_drop = 0, rx_ok = 0, rx_drop = 0;
-  };
-  struct Watched {
-    model::WdQueue q;
-    bool ignoring = false;  // stormed with drop or forward: received PFC is not honoured
-    uint64_t detected = 0, restored = 0;
-    WdCounts at_storm, total, last;
-  };
-
+  // The PFC watchdog (agent/watchdog.h) on every switch port x PFC priority.
   bool watch_watchdog(std::string& why) {
     const auto& w = cfg_.watchdog;
     if (!w.enabled) return true;
-    auto action = model::wd_action_named(w.action);
-    if (!action) return why = "unknown watchdog action '" + w.action + "'", false;
-    wd_action_ = *action;
-    auto predicate = model::wd_predicate_named(w.predicate);
-    if (!predicate) return why = "unknown watchdog predicate '" + w.predicate + "'", false;
-    const model::WdTiming t{w.detection_ns, w.restoration_ns, w.poll_ns};
+    const uint64_t t0 = now_ns();
+    std::vector<uint64_t> first;
+    for (const auto& n : cfg_.nodes) first.push_back(t0 + uint64_t(n.wd_phase_ns));
+    wd_ = Watchdog::make(w, std::move(first), why);
+    if (!wd_) return false;
     for (const auto& [slot, p] : ports_) {
       if (p.info.flags & RL_PORT_HOST) continue;  // SONiC's watchdog is the switch's
       for (uint32_t q = 0; q < RL_NUM_PRIO; ++q)
-        if (p.pausable(q))
-          wd_.emplace(rl_queue_key(slot, q), Watched{model::WdQueue(t, *action, *predicate), false, 0, 0, {}, {}, {}});
+        if (p.pausable(q)) wd_->watch(rl_queue_key(slot, q), p.cfg->node);
     }
-    const uint64_t t0 = now_ns();
-    for (size_t n = 0; n < nodes_.size(); ++n) wd_next_.push_back(t0 + uint64_t(cfg_.nodes[n].wd_phase_ns));
+    if (wd_->empty()) wd_.reset();
     return true;
   }
 
-  // The queue's counts as SONiC's PFC_WD stats read them: what it sent and dropped, what
-  // its port received on its priority and dropped.
-  WdCounts wd_counts(uint32_t slot, uint32_t prio) const {
+  // The queue's counts as SONiC's PFC_WD stats read them.
+  Watchdog::Counts wd_counts(uint32_t slot, uint32_t prio) const {
     const rl_counters c = maps_->counters().read(slot, prio);
     const uint64_t rx_drop = c.drops[RL_DROP_PFCWD_RX];
     return {watch_->read(slot, prio).dequeued, c.drops[RL_DROP_PFCWD], c.rx_packets - std::min<uint64_t>(c.rx_packets, rx_drop),
             rx_drop};
   }
 
-  static WdCounts minus(const WdCounts& a, const WdCounts& b) {
-    return {a.tx_ok - b.tx_ok, a.tx_drop - b.tx_drop, a.rx_ok - b.rx_ok, a.rx_drop - b.rx_drop};
-  }
-  static WdCounts plus(const WdCounts& a, const WdCounts& b) {
-    return {a.tx_ok + b.tx_ok, a.tx_drop + b.tx_drop, a.rx_ok + b.rx_ok, a.rx_drop + b.rx_drop};
-  }
-
-  // Each node whose poll is due polls its queues, then waits a poll interval.
   void poll_watchdog(uint64_t now) {
-    std::vector<bool> due(nodes_.size(), false);
-    bool any = false;
-    for (size_t n = 0; n < nodes_.size(); ++n)
-      if (now >= wd_next_[n]) {
-        due[n] = any = true;
-        wd_next_[n] = std::max(wd_next_[n] + uint64_t(cfg_.watchdog.poll_ns), now + 1);
-      }
-    if (!any) return;
-    for (auto& [k, w] : wd_) {
+    auto sample = [&](uint32_t k) {
       const uint32_t slot = rl_queue_slot(k), prio = rl_queue_prio(k);
-      Port& p = ports_.at(slot);
-      if (!due[p.cfg->node]) continue;
       model::WdSample s;
-      s.t = int64_t(now);
       const rl_counters c = maps_->counters().read(slot, prio);
       s.tx_packets = watch_->read(slot, prio).dequeued;
       s.pfc_rx = c.pfc_rx;
       s.pfc_xon_rx = c.pfc_xon_rx;
-      if (auto it = paused_.find(k); it != paused_.end()) {
-        s.paused = int64_t(it->second.total_ns + (it->second.on && now > it->second.since_ns ? now - it->second.since_ns : 0));
-        s.paused_now = it->second.on;
-      }
-      s.holds_packets = c.depth_after && holds_packets(p, prio);
-      const auto ev = w.q.poll(s);
-      if (ev == model::WdQueue::Event::kDetected) storm_detected(p, prio, w, now);
-      else if (ev == model::WdQueue::Event::kRestored) storm_restored(p, prio, w, now);
-    }
+      s.paused = int64_t(pauses_.paused_ns(k, now));
+      s.paused_now = pauses_.on(k);
+      s.holds_packets = c.depth_after && holds_packets(ports_.at(slot), prio);
+      return s;
+    };
+    wd_->poll(now, sample, [&](uint32_t k, bool detected) {
+      Port& p = ports_.at(rl_queue_slot(k));
+      if (detected) storm_detected(p, rl_queue_prio(k), now);
+      else storm_restored(p, rl_queue_prio(k), now);
+    });
   }
 
   // Whether the queue holds packets now, by the egress program's probe (which also syncs its
@@ -391,8 +313,7 @@ class Agent {
       for (uint32_t prio = 0; prio < RL_NUM_PRIO; ++prio) {
         if (!p.pausable(prio)) continue;
         const uint32_t k = rl_queue_key(slot, prio);
-        auto it = paused_.find(k);
-        const bool paused = it != paused_.end() && it->second.on;
+        const bool paused = pauses_.on(k);
         const uint64_t dequeued = watch_->read(slot, prio).dequeued;
         uint64_t& seen = dequeued_seen_[k];
         const bool holds =
@@ -405,25 +326,21 @@ class Agent {
     if (!qs.empty()) deadlocks_.sample(int64_t(now), qs);
   }
 
-  void storm_detected(Port& p, uint32_t prio, Watched& w, uint64_t now) {
-    ++w.detected;
+  void storm_detected(Port& p, uint32_t prio, uint64_t now) {
+    const uint32_t k = rl_queue_key(p.cfg->slot, prio);
+    wd_->detected(k, wd_counts(p.cfg->slot, prio));
     if (exporter_) exporter_->set_stormed(p.cfg->slot, prio, true);
-    w.at_storm = wd_counts(p.cfg->slot, prio);
     wd_events_.push_back({now, nodes_[p.cfg->node].name, p.cfg->name, prio, true});
-    if (wd_action_ == model::WdAction::kAlert) return;
-    if (wd_action_ == model::WdAction::kDrop) maps_->set_wd_drop(p.cfg->slot, prio, true);
-    w.ignoring = true;
-    resume(p, prio, paused_[rl_queue_key(p.cfg->slot, prio)], now_ns());  // the queue sends (forward) or drains into the drop
+    if (wd_->action() == model::WdAction::kAlert) return;
+    if (wd_->action() == model::WdAction::kDrop) maps_->set_wd_drop(p.cfg->slot, prio, true);
+    resume(p, prio, now_ns());  // the queue sends (forward) or drains into the drop
   }
 
-  void storm_restored(Port& p, uint32_t prio, Watched& w, uint64_t now) {
-    ++w.restored;
+  void storm_restored(Port& p, uint32_t prio, uint64_t now) {
+    wd_->restored(rl_queue_key(p.cfg->slot, prio), wd_counts(p.cfg->slot, prio));
     if (exporter_) exporter_->set_stormed(p.cfg->slot, prio, false);
-    w.last = minus(wd_counts(p.cfg->slot, prio), w.at_storm);
-    w.total = plus(w.total, w.last);
     wd_events_.push_back({now, nodes_[p.cfg->node].name, p.cfg->name, prio, false});
-    if (wd_action_ == model::WdAction::kDrop) maps_->set_wd_drop(p.cfg->slot, prio, false);
-    w.ignoring = false;
+    if (wd_->action() == model::WdAction::kDrop) maps_->set_wd_drop(p.cfg->slot, prio, false);
   }
 
   bool set_pause(Port& p, uint32_t prio, bool on) {
@@ -462,58 +379,50 @@ class Agent {
       ++fig_.ignored;  // a priority this port does not pause (not a PFC priority here)
       return;
     }
-    if (auto w = wd_.find(rl_queue_key(e.slot, e.prio)); w != wd_.end() && w->second.ignoring) {
+    const uint32_t k = rl_queue_key(e.slot, e.prio);
+    if (wd_ && wd_->ignoring(k)) {
       ++fig_.wd_ignored;  // the watchdog stormed this queue (drop, forward): PFC on it is ignored
       return;
     }
     Port& p = it->second;
-    Paused& st = paused_[rl_queue_key(e.slot, e.prio)];
-    if (e.quanta == 0) {
-      if (resume(p, e.prio, st, now_ns())) ++fig_.resumes, delayed_since(e.ts_ns);
-      return;
+    switch (pauses_.frame(k, e.quanta, p.info.quantum_ps, now_ns())) {
+      case PauseBook::Ask::kResume:
+        if (resume(p, e.prio, now_ns())) ++fig_.resumes, delayed_since(e.ts_ns);
+        return;
+      case PauseBook::Ask::kRefresh: ++fig_.refreshes; return;
+      case PauseBook::Ask::kPause: break;
     }
-    // Pause time: quanta x 512 bit-times at this port's emulated rate.
-    st.until_ns = now_ns() + static_cast<uint64_t>(e.quanta) * p.info.quantum_ps / 1000;
-    if (st.on) {
-      ++fig_.refreshes;
-      return;
-    }
-    if (set_pause(p, e.prio, true)) {
-      st.on = true;
-      delayed_since(e.ts_ns);
-      ++fig_.pauses;
-      ++st.count;
-      uint64_t done = now_ns();
-      st.since_ns = done;
-      maps_->set_pause_clock(e.slot, e.prio, done, st.total_ns);
-      log_pause(done, e.slot, e.prio, true);
-      if (done > e.ts_ns && latencies_.size() < 1'000'000) latencies_.push_back(done - e.ts_ns);
-      // The frame's way from the XOFF decision at the link's other end: a decision within a
-      // second before arrival is this frame's (a refresh Q/2 later would be a later one).
-      if (e.decided_ns && e.decided_ns <= e.ts_ns && e.ts_ns - e.decided_ns < 1'000'000'000 &&
-          transits_.size() < 1'000'000) {
-        transits_.push_back(e.ts_ns - e.decided_ns);
-        paths_.push_back(done - e.decided_ns);
-      }
+    if (!set_pause(p, e.prio, true)) return;
+    const uint64_t done = now_ns();
+    pauses_.took_hold(k, done);
+    delayed_since(e.ts_ns);
+    ++fig_.pauses;
+    maps_->set_pause_clock(e.slot, e.prio, done, pauses_.records().at(k).total_ns);
+    log_pause(done, e.slot, e.prio, true);
+    if (done > e.ts_ns && latencies_.size() < 1'000'000) latencies_.push_back(done - e.ts_ns);
+    // The frame's way from the XOFF decision at the link's other end: a decision within a
+    // second before arrival is this frame's (a refresh Q/2 later would be a later one).
+    if (e.decided_ns && e.decided_ns <= e.ts_ns && e.ts_ns - e.decided_ns < 1'000'000'000 &&
+        transits_.size() < 1'000'000) {
+      transits_.push_back(e.ts_ns - e.decided_ns);
+      paths_.push_back(done - e.decided_ns);
     }
   }
 
   void expire(uint64_t now) {
-    for (auto& [k, st] : paused_) {
-      if (!st.on || now < st.until_ns) continue;
+    for (const auto& [k, until] : pauses_.expired(now)) {
       auto it = ports_.find(rl_queue_slot(k));
-      if (it != ports_.end() && resume(it->second, rl_queue_prio(k), st, now)) ++fig_.expired, delayed_since(st.until_ns);
+      if (it != ports_.end() && resume(it->second, rl_queue_prio(k), now)) ++fig_.expired, delayed_since(until);
     }
   }
 
   // Ends a pause in force (XON, its time ran out, the watchdog released it): the priority
   // sends again and the pause's time joins the port-priority's total. False: none in force,
   // or the qdisc change failed.
-  bool resume(Port& p, uint32_t prio, Paused& st, uint64_t now) {
-    if (!st.on || !set_pause(p, prio, false)) return false;
-    st.on = false;
-    st.total_ns += now - st.since_ns;
-    maps_->set_pause_clock(p.cfg->slot, prio, 0, st.total_ns);
+  bool resume(Port& p, uint32_t prio, uint64_t now) {
+    const uint32_t k = rl_queue_key(p.cfg->slot, prio);
+    if (!pauses_.on(k) || !set_pause(p, prio, false)) return false;
+    maps_->set_pause_clock(p.cfg->slot, prio, 0, pauses_.ended(k, now));
     log_pause(now, p.cfg->slot, prio, false);
     return true;
   }
@@ -589,6 +498,8 @@ class Agent {
       return AgentFigures::Reaction{v.size(), p50, p99, v.empty() ? 0 : *std::max_element(v.begin(), v.end())};
     };
     AgentFigures f = fig_;
+    f.stalls = stalls_.stalls();
+    f.stalls_dropped = stalls_.dropped();
     f.reaction_ns = summary(latencies_);
     raise_budget(f.reaction_ns.p99);
     f.transit_ns = summary(transits_);
@@ -610,19 +521,13 @@ class Agent {
     for (const auto& [slot, p] : ports_)
       if (const rl_line_state l = watch_->line(slot); l.lost_ns)
         f.lines.push_back({nodes_[p.cfg->node].name, p.cfg->name, l.lost_ns, l.longest_ns, l.runs});
-    for (const auto& [k, w] : wd_) {
-      const Port& p = ports_.at(rl_queue_slot(k));
-      fabric::WatchdogQueueFigures q{nodes_[p.cfg->node].name, p.cfg->name, rl_queue_prio(k), w.q.stormed(), w.detected,
-                                     w.restored};
-      WdCounts total = w.total, last = w.last;
-      if (w.q.stormed()) {  // the storm in force, up to now
-        last = minus(wd_counts(p.cfg->slot, rl_queue_prio(k)), w.at_storm);
-        total = plus(total, last);
+    if (wd_)
+      for (uint32_t k : wd_->keys()) {
+        const Port& p = ports_.at(rl_queue_slot(k));
+        fabric::WatchdogQueueFigures q = wd_->figures(k, wd_counts(p.cfg->slot, rl_queue_prio(k)));
+        q.node = nodes_[p.cfg->node].name, q.port = p.cfg->name, q.prio = rl_queue_prio(k);
+        f.watchdog.push_back(std::move(q));
       }
-      q.tx_ok = total.tx_ok, q.tx_drop = total.tx_drop, q.rx_ok = total.rx_ok, q.rx_drop = total.rx_drop;
-      q.last_tx_ok = last.tx_ok, q.last_tx_drop = last.tx_drop, q.last_rx_ok = last.rx_ok, q.last_rx_drop = last.rx_drop;
-      f.watchdog.push_back(std::move(q));
-    }
     f.wd_events = wd_events_;
     for (const auto& d : deadlocks_.deadlocks()) {
       fabric::DeadlockFigures x{d.prio, {}, uint64_t(d.since), uint64_t(d.detected), d.ended < 0 ? 0 : uint64_t(d.ended)};
@@ -634,9 +539,9 @@ class Agent {
     }
     // Per port and priority: its pauses and their time, a pause still in force included.
     const uint64_t now = now_ns();
-    for (const auto& [k, st] : paused_) {
+    for (const auto& [k, st] : pauses_.records()) {
       auto it = ports_.find(rl_queue_slot(k));
-      const uint64_t t = st.total_ns + (st.on && now > st.since_ns ? now - st.since_ns : 0);
+      const uint64_t t = st.paused_ns(now);
       f.paused_ns += t;
       if (it == ports_.end() || !st.count) continue;
       f.paused.push_back({nodes_[it->second.cfg->node].name, it->second.cfg->name, rl_queue_prio(k), st.count, t});
@@ -678,22 +583,15 @@ class Agent {
   bool stopping_ = false;
   std::vector<Node> nodes_;
   std::map<uint32_t, Port> ports_;
-  std::map<uint32_t, Paused> paused_;  // by rl_queue_key
-  fabric::AgentStall* stall_ = nullptr;  // the stall this turn of the loop woke from
-  struct Storm {
-    fabric::StormSpec spec;
-    uint64_t next_ns = 0, sent = 0;
-  };
-  std::map<uint64_t, Storm> storms_;
-  std::map<uint32_t, Watched> wd_;     // by rl_queue_key
-  model::WdAction wd_action_ = model::WdAction::kDrop;
-  std::vector<uint64_t> wd_next_;  // per node: its next watchdog poll
+  PauseBook pauses_;  // by rl_queue_key
+  StallLog stalls_{kPollNs, kStallSlackNs, fabric::kStallLogMax};
+  StormSchedule storms_;
+  std::optional<Watchdog> wd_;  // none: no watchdog, or no queue it watches
   std::vector<fabric::WatchdogEvent> wd_events_;
   static constexpr uint64_t kDeadlockLookNs = 10'000'000;  // wall clock; 65535 quanta at an emulated 1 Gbit/s: 34 ms
   uint64_t last_deadlock_look_ = 0;
   std::map<uint32_t, uint64_t> dequeued_seen_;  // by rl_queue_key
   model::DeadlockWatch deadlocks_;
-  uint64_t last_storm_ = 0;
   std::unique_ptr<bpf::FabricMaps> maps_;
   rl_config pfc_{};
   std::unique_ptr<bpf::PauseWatch> watch_;
