@@ -399,13 +399,12 @@ class Agent {
     ++fig_.pauses;
     maps_->set_pause_clock(e.slot, e.prio, done, pauses_.records().at(k).total_ns);
     log_pause(done, e.slot, e.prio, true);
-    if (done > e.ts_ns && latencies_.size() < 1'000'000) latencies_.push_back(done - e.ts_ns);
+    if (done > e.ts_ns) latencies_.add(done - e.ts_ns);
     // The frame's way from the XOFF decision at the link's other end: a decision within a
     // second before arrival is this frame's (a refresh Q/2 later would be a later one).
-    if (e.decided_ns && e.decided_ns <= e.ts_ns && e.ts_ns - e.decided_ns < 1'000'000'000 &&
-        transits_.size() < 1'000'000) {
-      transits_.push_back(e.ts_ns - e.decided_ns);
-      paths_.push_back(done - e.decided_ns);
+    if (e.decided_ns && e.decided_ns <= e.ts_ns && e.ts_ns - e.decided_ns < 1'000'000'000) {
+      transits_.add(e.ts_ns - e.decided_ns);
+      paths_.add(done - e.decided_ns);
     }
   }
 
@@ -492,10 +491,8 @@ class Agent {
 
 
   AgentFigures figures() {
-    // Selections, not sorts: this runs on the PFC loop (up to a million samples each).
-    auto summary = [](std::vector<uint64_t> v) {
-      const uint64_t p99 = model::percentile_select(v, 99), p50 = model::percentile_select(v, 50);
-      return AgentFigures::Reaction{v.size(), p50, p99, v.empty() ? 0 : *std::max_element(v.begin(), v.end())};
+    auto summary = [](const model::LogHistogram& h) {
+      return AgentFigures::Reaction{h.count(), h.percentile(50), h.percentile(99), h.max()};
     };
     AgentFigures f = fig_;
     f.stalls = stalls_.stalls();
@@ -552,15 +549,13 @@ class Agent {
   // The measured reaction time fed into the headroom (DESIGN.md §2): once the p99 outgrows
   // the budget the switches' headroom and lossless limits were computed for, recompute them
   // for the p99. Hosts never drop their own lossless traffic: nothing to change there.
-  // Once a second from the loop: headroom follows the reaction p99 while the run goes on
-  // (a selection, not a sort: the loop is the PFC path).
+  // Once a second from the loop: headroom follows the reaction p99 while the run goes on.
   void check_budget() {
-    if (latencies_.size() == checked_) return;
-    checked_ = latencies_.size();
-    std::vector<uint64_t> l = latencies_;
-    raise_budget(model::percentile_select(l, 99));
+    if (latencies_.count() == checked_) return;
+    checked_ = latencies_.count();
+    raise_budget(latencies_.percentile(99));
   }
-  size_t checked_ = 0;
+  uint64_t checked_ = 0;
 
   void raise_budget(uint64_t p99_ns) {
     if (p99_ns <= budget_ns_) return;
@@ -601,9 +596,11 @@ class Agent {
   std::unique_ptr<RequestServer> requests_;
   std::vector<uint32_t> keys_;
   std::vector<rl_pfc_tx_state> states_;
-  std::vector<uint64_t> latencies_;
-  std::vector<uint64_t> transits_;
-  std::vector<uint64_t> paths_;  // the XOFF decision -> this pause in force (transit + reaction)
+  // Every pause's, in bounded space (a percentile within 1.6 % above the sample's): the
+  // copy and selection of up to a million samples each second held the PFC loop.
+  model::LogHistogram latencies_;  // BPF arrival -> this pause in force
+  model::LogHistogram transits_;   // the XOFF decision -> the frame's arrival here
+  model::LogHistogram paths_;      // the XOFF decision -> this pause in force (transit + reaction)
   AgentFigures fig_;
   uint64_t budget_ns_ = 0, budget_raises_ = 0;
 };

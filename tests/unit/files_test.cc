@@ -153,6 +153,40 @@ TEST(Percentile, SelectionGivesTheSortsNearestRank) {
   EXPECT_EQ(model::percentile_select(none, 99), 0u);
 }
 
+// The agent's latencies in bounded space: the nearest rank's bucket, never below the sorted
+// sample's and within 1/64 above it, exact below 128, the largest kept exact.
+TEST(Percentile, TheLogHistogramReadsTheNearestRankWithinOneBucket) {
+  model::LogHistogram h;
+  EXPECT_EQ(h.percentile(99), 0u);
+  std::vector<uint64_t> v;
+  uint64_t x = 12345;
+  for (int i = 0; i < 100000; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t s = (x >> 33) % (i % 3 ? 200'000 : 5'000'000) + (i % 7 ? 0 : 3);  // 3 ns .. 5 ms
+    v.push_back(s);
+    h.add(s);
+  }
+  std::sort(v.begin(), v.end());
+  EXPECT_EQ(h.count(), v.size());
+  EXPECT_EQ(h.max(), v.back());
+  for (double q : {0.0, 1.0, 50.0, 90.0, 99.0, 99.9, 100.0}) {
+    const uint64_t want = model::percentile_sorted(v, q), got = h.percentile(q);
+    EXPECT_GE(got, want) << q;
+    EXPECT_LE(double(got), double(want) * (1 + 1.0 / 64) + 1) << q;
+  }
+  model::LogHistogram small;
+  for (uint64_t s : {5, 100, 127, 3}) small.add(s);
+  EXPECT_EQ(small.percentile(50), 5u);
+  EXPECT_EQ(small.percentile(100), 127u);
+  EXPECT_EQ(model::LogHistogram::index(~uint64_t{0}), model::LogHistogram::kBuckets - 1);
+  EXPECT_EQ(model::LogHistogram::upper(model::LogHistogram::kBuckets - 1), ~uint64_t{0});
+  for (uint64_t s : {128ull, 129ull, 1000ull, 1ull << 40, (1ull << 40) + 12345}) {
+    const size_t i = model::LogHistogram::index(s);
+    EXPECT_GE(model::LogHistogram::upper(i), s);
+    EXPECT_LT(model::LogHistogram::upper(i - 1), s) << "the bucket below ends before " << s;
+  }
+}
+
 TEST(JsonDepth, CountsNestingOutsideStrings) {
   EXPECT_EQ(sys::json_depth("{}"), 1u);
   EXPECT_EQ(sys::json_depth(R"({"a": [1, {"b": "[[[[\"]]"}]})"), 3u);
