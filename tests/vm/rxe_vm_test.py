@@ -224,8 +224,20 @@ class Vm(unittest.TestCase):
                         "workloads: [{name: bw, type: write_bw, from: h1, to: h2, message: 64KB, iterations: 20}]\n"
                         "expect:\n  - digest_errors == 0\n  - hosts == 3   # false: the VM's exit code must say so\n")
             out = os.path.join(tmp, "run")
-            r = subprocess.run([ROCELAB, "run", "--vm", "--no-report", "--out", out, scenario], capture_output=True,
-                               text=True, timeout=900, env=dict(os.environ, ROCELAB_VM_IMAGE=IMAGE_DIR))
+            def run_vm(out, *flags):
+                return subprocess.run([ROCELAB, "run", "--vm", "--no-report", "--out", out, *flags, scenario],
+                                      capture_output=True, text=True, timeout=900,
+                                      env=dict(os.environ, ROCELAB_VM_IMAGE=IMAGE_DIR))
+            r = run_vm(out)
+            # An invalid run (the guest's machine did not keep up: CI read h1's line held 1.7 %
+            # of the phase under TCG) says 2 before any assertion: once more at 2 x D.
+            if r.returncode == 2 and "did not keep up" in r.stdout:
+                retries.record(f"vm {self._testMethodName}", "invalid at D = 20000; again at D = 40000")
+                out = os.path.join(tmp, "run2")
+                r = run_vm(out, "--scale", "40000")
+                if r.returncode == 2 and "did not keep up" in r.stdout:
+                    retries.unjudged(f"vm {self._testMethodName}", "invalid at D = 20000 and 40000")
+                    self.skipTest("invalid at D = 20000 and 40000: not judged on this machine")
             self.assertEqual(r.returncode, 1, r.stdout[-3000:] + r.stderr[-2000:])  # an assertion failed, in the guest
             self.assertIn("FAIL  hosts == 3", r.stdout)
             with open(os.path.join(out, "results.json")) as f:
