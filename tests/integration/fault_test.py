@@ -202,9 +202,7 @@ class Flap(unittest.TestCase):
                             for n, a, b in (("a", "host1", "host3"), ("b", "host2", "host4"),
                                             ("c", "host3", "host1"), ("d", "host4", "host2"))) + faults)
         out = os.path.join(self.tmp, tag)
-        r = subprocess.run([ROCELAB, "run", path, "--out", out], capture_output=True, text=True, timeout=600)
-        with open(os.path.join(out, "results.json")) as f:
-            res = json.load(f)
+        r, res, _ = harness.run_valid(ROCELAB, path, out, test=f"faults {tag}")
         self.assertEqual(r.returncode, 0, res.get("error"))
         return res["metrics"]
 

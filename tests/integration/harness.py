@@ -15,3 +15,25 @@ def run(module_globals):
     module_globals["ROCELAB"] = os.path.abspath(args.rocelab)
     module_globals["SOURCE"] = os.path.abspath(args.source)
     unittest.main(module=module_globals["__name__"], argv=[sys.argv[0], "-v", *rest])
+
+
+def run_valid(rocelab, path, out, *flags, test="", timeout=600):
+    """`rocelab run --retry-invalid`: an invalid run (exit 2) once more at 2 x D, as every
+    runner does, logged (retries.py). Invalid at 2 x D too, the test is not judged on this
+    machine: logged UNJUDGED and skipped with the reason. The process, the last run's
+    results and its directory (DIR-2xD after a retry)."""
+    import json
+    import subprocess
+    import retries  # beside this script
+    r = subprocess.run([rocelab, "run", "--retry-invalid", *flags, path, "--out", out], capture_output=True,
+                       text=True, timeout=timeout)
+    retried = next((line for line in r.stderr.splitlines() if "once more at D =" in line), None)
+    if retried:
+        retries.record(test or os.path.basename(out), retried)
+        out += "-2xD"
+    with open(os.path.join(out, "results.json")) as f:
+        res = json.load(f)
+    if r.returncode == 2 and retried and "did not keep up" in (res.get("error") or ""):
+        retries.unjudged(test or os.path.basename(out), res["error"])
+        raise unittest.SkipTest(f"invalid at D and 2 x D: not judged on this machine ({res['error']})")
+    return r, res, out

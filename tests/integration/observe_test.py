@@ -28,6 +28,8 @@ import time
 import unittest
 import urllib.request
 
+import harness  # tests/integration/harness.py, beside this script: run_valid
+
 ROCELAB = ""
 CHROMIUM = shutil.which("chromium")
 TSHARK = shutil.which("tshark")
@@ -81,7 +83,7 @@ class Observe(unittest.TestCase):
         with open(path, "w") as f:
             f.write(SCENARIO.format(name=name, extra=extra, dcqcn=dcqcn))
         out = os.path.join(cls.tmp, tag)
-        r = subprocess.run([ROCELAB, "run", "--out", out, path], capture_output=True, text=True, timeout=300)
+        r, _, out = harness.run_valid(ROCELAB, path, out, test=f"observe {tag}", timeout=300)
         if r.returncode != 0:
             raise AssertionError(f"rocelab run exit {r.returncode}\n{r.stdout}\n{r.stderr}")
         return out

@@ -79,9 +79,7 @@ class Watchdog(unittest.TestCase):
             f.write(BASE.format(name=f"wd{tag}{os.getpid() % 1000}", seed=seed, action=action, fault=fault, iters=iters,
                                 predicate=predicate))
         out = os.path.join(self.tmp, tag)
-        r = subprocess.run([ROCELAB, "run", path, "--out", out], capture_output=True, text=True, timeout=600)
-        with open(os.path.join(out, "results.json")) as f:
-            res = json.load(f)
+        r, res, _ = harness.run_valid(ROCELAB, path, out, test=f"pfcwd {tag}")
         self.assertEqual(r.returncode, 0, r.stderr[-1500:])
         m = res["metrics"]
         flows = {f["workload"]: f for f in res["workloads"]["flows"]}
