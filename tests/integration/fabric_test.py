@@ -253,10 +253,8 @@ class Fabric(unittest.TestCase):
         self.assertEqual(failed, [], f"{len(failed)} of {pairs} pairs unreachable")
         self.down_leaves_nothing()
         out = os.path.join(self.tmp, "run")
-        r = rocelab("run", "--no-report", "--out", out, path)
+        r, res, _ = harness.run_valid(ROCELAB, path, out, "--no-report", test="fabric link delay")
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-        with open(os.path.join(out, "results.json")) as f:
-            res = json.load(f)
         self.assertEqual(res["link_delay"], {"max_ns": 1000, "applied": netem, "links": 1 if netem else 0})
         self.assertEqual(any("has no netem" in n for n in res["notes"]), not netem, res["notes"])
         self.assertEqual(leftovers(self.instance), [])

@@ -22,18 +22,26 @@ def run_valid(rocelab, path, out, *flags, test="", timeout=600):
     runner does, logged (retries.py). Invalid at 2 x D too, the test is not judged on this
     machine: logged UNJUDGED and skipped with the reason. The process, the last run's
     results and its directory (DIR-2xD after a retry)."""
-    import json
     import subprocess
-    import retries  # beside this script
     r = subprocess.run([rocelab, "run", "--retry-invalid", *flags, path, "--out", out], capture_output=True,
                        text=True, timeout=timeout)
-    retried = next((line for line in r.stderr.splitlines() if "once more at D =" in line), None)
+    res, out = settle(r.returncode, r.stderr, out, test)
+    return r, res, out
+
+
+def settle(returncode, stderr, out, test=""):
+    """For a run started with --retry-invalid by the test itself (one it watches while it
+    runs): logs the retry, skips the test when the run was invalid at 2 x D too, and gives
+    the last run's results and directory."""
+    import json
+    import retries  # beside this script
+    retried = next((line for line in stderr.splitlines() if "once more at D =" in line), None)
     if retried:
         retries.record(test or os.path.basename(out), retried)
         out += "-2xD"
     with open(os.path.join(out, "results.json")) as f:
         res = json.load(f)
-    if r.returncode == 2 and retried and "did not keep up" in (res.get("error") or ""):
+    if returncode == 2 and retried and "did not keep up" in (res.get("error") or ""):
         retries.unjudged(test or os.path.basename(out), res["error"])
         raise unittest.SkipTest(f"invalid at D and 2 x D: not judged on this machine ({res['error']})")
-    return r, res, out
+    return res, out

@@ -214,7 +214,7 @@ class Observe(unittest.TestCase):
         with open(path, "w") as f:
             f.write(SCENARIO.format(name=name, dcqcn="paper", extra="").replace("iterations: 2", "iterations: 12"))
         port = 20000 + os.getpid() % 20000
-        run = subprocess.Popen([ROCELAB, "run", "--no-report", "--metrics-port", str(port), "--out",
+        run = subprocess.Popen([ROCELAB, "run", "--no-report", "--retry-invalid", "--metrics-port", str(port), "--out",
                                 os.path.join(self.tmp, "mp"), path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             text, deadline = None, time.time() + 60
@@ -236,8 +236,10 @@ class Observe(unittest.TestCase):
             top = subprocess.run([ROCELAB, "top", name, "--count", "1", "--interval", "0.3"],
                                  capture_output=True, text=True, timeout=30)
         finally:
-            run.wait(timeout=300)
-        self.assertEqual(run.returncode, 0, run.stderr.read().decode())
+            run.wait(timeout=600)
+        err = run.stderr.read().decode()
+        harness.settle(run.returncode, err, os.path.join(self.tmp, "mp"), "observe metrics endpoint")
+        self.assertEqual(run.returncode, 0, err)
         prom = {}
         for line in text.splitlines():
             if line and not line.startswith("#"):
