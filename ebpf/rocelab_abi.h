@@ -345,6 +345,7 @@ struct rl_line_state {
 	__u64 runs;           /* runs ended */
 	__u64 longest_ns;     /* the most one run lost (past its slack) */
 	__u64 run_epoch;      /* carrier changes + pause_changes when the run began */
+	__u64 longest_at_ns;  /* when the longest run began (bpf_ktime_get_ns()): to name the moment */
 };
 
 /* One packet of `len` bytes leaving the port at `now`, `backlog` bytes behind it in the
@@ -372,8 +373,10 @@ static inline void rl_line_dequeue(struct rl_line_state *s, __u64 now, __u64 len
 		if (late > slack) {
 			__u64 lost = late - slack;
 			s->lost_ns += lost;
-			if (lost > s->longest_ns)
+			if (lost > s->longest_ns) {
 				s->longest_ns = lost;
+				s->longest_at_ns = s->run_start_ns;
+			}
 		}
 		s->runs += 1;
 		s->run_start_ns = 0;
@@ -404,7 +407,7 @@ static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layo
 static_assert(sizeof(struct rl_pfc_event) == 24, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
 static_assert(sizeof(struct rl_pause_state) == 48, "rl_pause_state layout");
-static_assert(sizeof(struct rl_line_state) == 72, "rl_line_state layout");
+static_assert(sizeof(struct rl_line_state) == 80, "rl_line_state layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
 static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");
 #else

@@ -64,6 +64,7 @@ struct PortPauseFigures {
 struct PortLineFigures {
   std::string node, port;
   uint64_t lost_ns = 0, longest_ns = 0, runs = 0;
+  uint64_t longest_at_ns = 0;  // when the longest run began (CLOCK_MONOTONIC), to place it in the run
 };
 
 struct PortLeakFigures {

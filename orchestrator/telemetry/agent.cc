@@ -127,9 +127,10 @@ void line_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   c.metrics["line_lost_max"] = MetricValue{MetricKind::kScalar, worst, {}};
   if (at && worst > kStalledInvalid && c.invalid.empty())
     c.invalid = fmt::format("the machine held {}:{}'s line idle with packets waiting {:.1f} % of the traffic phase (its "
-                            "shaper ran late past what its bucket makes up, {:.1f} ms at most at once): the machine "
-                            "did not keep up",
-                            at->node, at->port, worst * 100, double(at->longest_ns) / 1e6);
+                            "shaper ran late past what its bucket makes up, {:.1f} ms at most at once, from {:.3f} s of "
+                            "wall clock into the phase): the machine did not keep up",
+                            at->node, at->port, worst * 100, double(at->longest_ns) / 1e6,
+                            at->longest_at_ns > uint64_t(c.t0_ns) ? double(at->longest_at_ns - uint64_t(c.t0_ns)) / 1e9 : 0.0);
 }
 
 // The PFC watchdog (FAULTS.md): SONiC's per-queue counts as counters, each storm's

@@ -17,14 +17,14 @@ def run(module_globals):
     unittest.main(module=module_globals["__name__"], argv=[sys.argv[0], "-v", *rest])
 
 
-def run_valid(rocelab, path, out, *flags, test="", timeout=600):
+def run_valid(rocelab, path, out, *flags, test="", timeout=600, env=None):
     """`rocelab run --retry-invalid`: an invalid run (exit 2) once more at 2 x D, as every
     runner does, logged (retries.py). Invalid at 2 x D too, the test is not judged on this
     machine: logged UNJUDGED and skipped with the reason. The process, the last run's
     results and its directory (DIR-2xD after a retry)."""
     import subprocess
     r = subprocess.run([rocelab, "run", "--retry-invalid", *flags, path, "--out", out], capture_output=True,
-                       text=True, timeout=timeout)
+                       text=True, timeout=timeout, env=env)
     res, out = settle(r.returncode, r.stderr, out, test)
     return r, res, out
 

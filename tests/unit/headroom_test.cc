@@ -92,6 +92,19 @@ TEST(LineState, ATimerLatePastTheBucketLosesTheRestForGood) {
   EXPECT_EQ(s.runs, 1u);
   EXPECT_EQ(s.lost_ns, 2'000'000u - 2 * line::kFrameNs);
   EXPECT_EQ(s.longest_ns, s.lost_ns);
+  EXPECT_EQ(s.longest_at_ns, 1'000'000'000u) << "the run began at the first frame";
+}
+
+TEST(LineState, TheLongestRunIsPlacedAtItsStart) {
+  // Two runs of ten frames, from 1 s and from 2 s: the first ends 1 ms late, the second 3 ms.
+  rl_line_state s{};
+  for (const auto& [t0, late] : {std::pair<uint64_t, uint64_t>{1'000'000'000, 1'000'000}, {2'000'000'000, 3'000'000}})
+    for (int i = 0; i < 10; ++i)
+      rl_line_dequeue(&s, t0 + uint64_t(i) * line::kFrameNs + (i == 9 ? late : 0), line::kFrame, i < 9 ? 3 * line::kFrame : 0,
+                      line::kQuantumPs, 0);
+  EXPECT_EQ(s.runs, 2u);
+  EXPECT_EQ(s.longest_ns, 3'000'000u - 2 * line::kFrameNs);
+  EXPECT_EQ(s.longest_at_ns, 2'000'000'000u) << "the second, longer run's start";
 }
 
 TEST(LineState, LatenessTheBucketMakesUpIsNotCounted) {
