@@ -70,6 +70,20 @@ std::optional<AgentConfig> config_from_json(const json& j, std::string& why) {
   }
 }
 
+namespace {
+
+// A latency summary (reaction, transit, path) as the figures carry it.
+ordered_json summary_json(const AgentFigures::Reaction& r) {
+  return {{"count", r.count}, {"p50", r.p50}, {"p99", r.p99}, {"max", r.max}};
+}
+
+AgentFigures::Reaction summary_from(const json& r) {
+  return {r.at("count").get<uint64_t>(), r.at("p50").get<uint64_t>(), r.at("p99").get<uint64_t>(),
+          r.at("max").get<uint64_t>()};
+}
+
+}  // namespace
+
 ordered_json to_json(const AgentFigures& f) {
   ordered_json leaks = ordered_json::array(), paused = ordered_json::array(), wd = ordered_json::array(),
                wde = ordered_json::array();
@@ -107,14 +121,9 @@ ordered_json to_json(const AgentFigures& f) {
           {"xon_sent", f.xon_sent},
           {"xoff_refreshed", f.xoff_refreshed},
           {"kicks", f.kicks},
-          {"reaction_ns",
-           {{"count", f.reaction_ns.count}, {"p50", f.reaction_ns.p50}, {"p99", f.reaction_ns.p99},
-            {"max", f.reaction_ns.max}}},
-          {"transit_ns",
-           {{"count", f.transit_ns.count}, {"p50", f.transit_ns.p50}, {"p99", f.transit_ns.p99},
-            {"max", f.transit_ns.max}}},
-          {"path_ns",
-           {{"count", f.path_ns.count}, {"p50", f.path_ns.p50}, {"p99", f.path_ns.p99}, {"max", f.path_ns.max}}},
+          {"reaction_ns", summary_json(f.reaction_ns)},
+          {"transit_ns", summary_json(f.transit_ns)},
+          {"path_ns", summary_json(f.path_ns)},
           {"reaction_budget_ns", f.reaction_budget_ns},
           {"budget_raises", f.budget_raises},
           {"pause_tail_packets", f.pause_tail_packets},
@@ -148,19 +157,9 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
     f.xon_sent = u("xon_sent");
     f.xoff_refreshed = u("xoff_refreshed");
     f.kicks = u("kicks");
-    const auto& r = j.at("reaction_ns");
-    f.reaction_ns = {r.at("count").get<uint64_t>(), r.at("p50").get<uint64_t>(), r.at("p99").get<uint64_t>(),
-                     r.at("max").get<uint64_t>()};
-    if (j.contains("transit_ns")) {
-      const auto& t = j.at("transit_ns");
-      f.transit_ns = {t.at("count").get<uint64_t>(), t.at("p50").get<uint64_t>(), t.at("p99").get<uint64_t>(),
-                      t.at("max").get<uint64_t>()};
-    }
-    if (j.contains("path_ns")) {
-      const auto& t = j.at("path_ns");
-      f.path_ns = {t.at("count").get<uint64_t>(), t.at("p50").get<uint64_t>(), t.at("p99").get<uint64_t>(),
-                   t.at("max").get<uint64_t>()};
-    }
+    f.reaction_ns = summary_from(j.at("reaction_ns"));
+    if (j.contains("transit_ns")) f.transit_ns = summary_from(j.at("transit_ns"));
+    if (j.contains("path_ns")) f.path_ns = summary_from(j.at("path_ns"));
     f.reaction_budget_ns = u("reaction_budget_ns");
     f.budget_raises = u("budget_raises");
     f.pause_tail_packets = u("pause_tail_packets");

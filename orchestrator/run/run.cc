@@ -491,16 +491,59 @@ Status collect_phase(RunContext& c) {
   return first;
 }
 
+// The part files a part sends (kPartFiles, read back from its run directory): past this
+// much together they stay on their machine, and the merged run says so.
+constexpr size_t kPartFilesMax = 96u << 20;
+
+ordered_json part_files(RunContext& c) {
+  ordered_json files = ordered_json::object();
+  size_t total = 0;
+  for (const char* name : kPartFiles) {
+    std::string why;
+    auto text = sys::read_file((c.dir / name).string(), kPartFilesMax, why);
+    if (!text) continue;  // none written (no series sink, no traffic)
+    total += text->size();
+    files[name] = std::move(*text);
+  }
+  if (total > kPartFilesMax) return ordered_json::object();
+  return files;
+}
+
+// Every part's series, pauses and queue histograms into this part's run directory, and the
+// events series again from the merged faults and metrics.
+void merge_files(RunContext& c, const std::vector<ordered_json>& far_files, const ordered_json& own) {
+  std::string why;
+  for (const char* name : kPartFiles) {
+    std::vector<std::string> texts(far_files.size());
+    for (size_t p = 0; p < far_files.size(); ++p) {
+      const ordered_json& f = p == c.parts->index() ? own : far_files[p];
+      if (f.contains(name) && f[name].is_string()) texts[p] = f[name].get<std::string>();
+    }
+    if (std::all_of(texts.begin(), texts.end(), [](const auto& t) { return t.empty(); })) continue;
+    auto merged = merge_part_file(name, texts);
+    if (!merged) {
+      c.notes.push_back(name + std::string(" was not merged: ") + merged.error().what);
+      continue;
+    }
+    if (!write_text(c.dir / name, *merged, why)) c.notes.push_back(why);
+  }
+  if (!write_text(c.dir / "series-events.csv", events_csv(c), why)) c.notes.push_back(why);
+}
+
 // A split run: every part's figures become one run's on every part (merge_metrics says
-// how), its faults on one timeline, and the first reason any part was invalid.
+// how), its faults on one timeline, the first reason any part was invalid, and its ports'
+// series and pauses one run's files, so one report shows the whole fabric.
 Status merge_phase(RunContext& c) {
-  const ordered_json mine{{"metrics", metrics_json(c.metrics)}, {"invalid", c.invalid}, {"faults", c.faults}, {"notes", c.notes}};
+  const ordered_json own_files = part_files(c);
+  const ordered_json mine{{"metrics", metrics_json(c.metrics)}, {"invalid", c.invalid}, {"faults", c.faults},
+                          {"notes", c.notes}, {"files", own_files}};
   auto all = c.parts->exchange("run-figures", mine.dump(), c.opts.split_wait_ms, c.opts.cancel);
   if (c.parts->strays())
     c.notes.push_back("the rendezvous closed " + std::to_string(c.parts->strays()) +
                       " connections that were not a part's (last: " + c.parts->last_stray() + ")");
   if (!all) return all.error();
   std::set<std::string> notes(c.notes.begin(), c.notes.end());
+  std::vector<ordered_json> far_files(all->size(), ordered_json::object());
   for (size_t p = 0; p < all->size(); ++p) {
     if (p == c.parts->index()) continue;
     // A peer's text: bounded in depth before it is parsed (copies and printing recurse).
@@ -517,10 +560,15 @@ Status merge_phase(RunContext& c) {
     }
     for (const auto& n : far.value("notes", std::vector<std::string>()))
       if (notes.insert(n).second) c.notes.push_back(part + n);
+    if (far.contains("files") && far["files"].is_object()) far_files[p] = far["files"];
+    if (far_files[p].empty() && !own_files.empty())
+      c.notes.push_back(fmt::format("{}its series and pause files stayed on its machine (past {} MB): the merged ones lack "
+                                    "its ports", part, kPartFilesMax >> 20));
   }
   if (c.faults.is_array())
     std::stable_sort(c.faults.begin(), c.faults.end(),
                      [](const ordered_json& a, const ordered_json& b) { return a.value("t_s", 0.0) < b.value("t_s", 0.0); });
+  merge_files(c, far_files, own_files);
   c.events->add("merged", {{"parts", all->size()}});
   return ok();
 }

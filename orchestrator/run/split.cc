@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <cstdlib>
 #include <limits>
+#include <optional>
 #include <set>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -93,6 +96,77 @@ void merge_metrics(model::MetricSet& mine, const model::MetricSet& far) {
     for (const auto& s : v.samples)
       if (!have.count(s.labels)) m.samples.push_back(s);
   }
+}
+
+namespace {
+
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    if (!line.empty()) out.push_back(line);
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+// The number a line starts with (up to `sep`): a time in seconds or nanoseconds.
+std::optional<double> leading_number(std::string_view line, char sep) {
+  const std::string field(line.substr(0, line.find(sep)));
+  if (field.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(field.c_str(), &end);
+  if (end != field.c_str() + field.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+Result<std::string> merge_part_file(const std::string& name, const std::vector<std::string>& parts) {
+  const bool csv = name.size() > 4 && name.compare(name.size() - 4, 4, ".csv") == 0;
+  const bool qlen = name == "qlen.txt";
+  std::string_view header;
+  uint64_t latest = 0;
+  struct Row {
+    double t;
+    size_t part;
+    std::string_view line;
+  };
+  std::vector<Row> rows;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    auto bad = [&](const std::string& why) {
+      return error(Errc::kEnvironment, fmt::format("part {}'s {}: {}", p, name, why));
+    };
+    std::vector<std::string_view> ls = lines_of(parts[p]);
+    if (ls.empty()) continue;
+    if (csv) {
+      if (header.empty()) header = ls.front();
+      else if (ls.front() != header) return bad("its columns differ from part 0's");
+      ls.erase(ls.begin());
+    } else if (qlen) {
+      // HPCC's qlen format: "time: NS" (the run's end), then a histogram line per port.
+      const std::string_view first = ls.front();
+      std::optional<double> t;
+      if (first.rfind("time: ", 0) == 0) t = leading_number(first.substr(6), ' ');
+      if (!t || *t < 0) return bad("no \"time:\" line first");
+      latest = std::max(latest, uint64_t(*t));
+      ls.erase(ls.begin());
+    }
+    for (const std::string_view line : ls) {
+      // qlen's port lines have no time: they keep part order (0 for all).
+      const std::optional<double> t = qlen ? std::optional<double>(0) : leading_number(line, csv ? ',' : ' ');
+      if (!t) return bad(fmt::format("a line that does not start with a time: {:.60}", line));
+      rows.push_back({*t, p, line});
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.t < b.t; });
+  std::string out;
+  if (csv && !header.empty()) out.append(header).append("\n");
+  if (qlen) out += fmt::format("time: {}\n", latest);
+  for (const Row& r : rows) out.append(r.line).append("\n");
+  return out;
 }
 
 }  // namespace rocelab::run

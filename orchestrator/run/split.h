@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "model/expect.h"
 #include "model/partition.h"
@@ -31,5 +32,16 @@ model::MetricSet metrics_from_json(const nlohmann::ordered_json& j);
 // nodes' ports, queues and agent figures), and each scalar by its nature — counts and times
 // summed over the parts, the rest (worst cases, the scenario's own figures) the largest.
 void merge_metrics(model::MetricSet& mine, const model::MetricSet& far);
+
+// The run directory's files that hold each part's own ports, switches and pauses (every flow
+// is in every part's already): merged, one run's report shows the whole fabric.
+inline constexpr const char* kPartFiles[] = {"series-ports.csv", "series-switches.csv", "pfc.txt", "qlen.txt"};
+
+// Every part's text of one of kPartFiles (in part order; an empty text: that part had none)
+// as one run's: a CSV's header once and the rows of all by time (its first column), pfc.txt's
+// events by time, qlen.txt's one "time:" line (the latest) and every part's ports. Rows of
+// one time keep part order. Text that does not have the file's form is an error naming the
+// part.
+Result<std::string> merge_part_file(const std::string& name, const std::vector<std::string>& parts);
 
 }  // namespace rocelab::run

@@ -2,8 +2,13 @@
 REPO_DIR, the rest for unittest) and the verbose unittest run."""
 import argparse
 import os
+import re
+import shutil
+import subprocess
 import sys
 import unittest
+
+CHROMIUM = shutil.which("chromium")
 
 
 def run(module_globals):
@@ -22,7 +27,6 @@ def run_valid(rocelab, path, out, *flags, test="", timeout=600, env=None):
     runner does, logged (retries.py). Invalid at 2 x D too, the test is not judged on this
     machine: logged UNJUDGED and skipped with the reason. The process, the last run's
     results and its directory (DIR-2xD after a retry)."""
-    import subprocess
     r = subprocess.run([rocelab, "run", "--retry-invalid", *flags, path, "--out", out], capture_output=True,
                        text=True, timeout=timeout, env=env)
     res, out = settle(r.returncode, r.stderr, out, test)
@@ -45,3 +49,16 @@ def settle(returncode, stderr, out, test=""):
         retries.unjudged(test or os.path.basename(out), res["error"])
         raise unittest.SkipTest(f"invalid at D and 2 x D: not judged on this machine ({res['error']})")
     return res, out
+
+
+def chromium_dom(test, html, tmp):
+    """A report page as headless Chromium leaves it: asserts its script finished without a
+    JavaScript error and gives the number of charts it drew."""
+    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+                          f"--user-data-dir={tmp}/chromium", "--dump-dom", "file://" + html],
+                         capture_output=True, text=True, timeout=120)
+    test.assertEqual(dom.returncode, 0, dom.stderr)
+    charts = re.search(r'<body[^>]*data-charts="(\d+)"', dom.stdout)
+    test.assertIsNotNone(charts, "the page's script did not finish")
+    test.assertIn('<div id="errors"></div>', dom.stdout, "a JavaScript error was caught")
+    return int(charts.group(1))

@@ -13,7 +13,6 @@ Usage: sweep_test.py --rocelab PATH --source REPO_DIR
 import csv
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -23,7 +22,7 @@ import harness  # tests/integration/harness.py, beside this script
 
 ROCELAB = ""
 SOURCE = ""
-CHROMIUM = shutil.which("chromium")
+CHROMIUM = harness.CHROMIUM
 
 SCENARIO = """name: {name}
 seed: 1
@@ -76,7 +75,7 @@ class Sweep(unittest.TestCase):
 
     @unittest.skipUnless(CHROMIUM, "Debian's chromium is not installed (scripts/setup.sh installs it)")
     def test_the_report_draws_every_chart(self):
-        self.assertEqual(chromium_dom(self, os.path.join(self.out, "report.html"), self.tmp), 2)  # two figures x one knob
+        self.assertEqual(harness.chromium_dom(self, os.path.join(self.out, "report.html"), self.tmp), 2)  # two figures x one knob
 
     def test_the_same_command_resumes_and_another_grid_is_refused(self):
         again = subprocess.run([ROCELAB, *self.args], capture_output=True, text=True, timeout=600)
@@ -86,17 +85,6 @@ class Sweep(unittest.TestCase):
         r = subprocess.run([ROCELAB, *other], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 3)
         self.assertIn("holds another sweep", r.stderr)
-
-
-def chromium_dom(test, html, tmp):
-    dom = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
-                          f"--user-data-dir={tmp}/chromium", "--dump-dom", "file://" + html],
-                         capture_output=True, text=True, timeout=120)
-    test.assertEqual(dom.returncode, 0, dom.stderr)
-    charts = re.search(r'<body[^>]*data-charts="(\d+)"', dom.stdout)
-    test.assertIsNotNone(charts, "the page's script did not finish")
-    test.assertIn('<div id="errors"></div>', dom.stdout, "a JavaScript error was caught")
-    return int(charts.group(1))
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: the two runs make fabrics")
@@ -139,7 +127,7 @@ class Compare(unittest.TestCase):
     @unittest.skipUnless(CHROMIUM, "Debian's chromium is not installed (scripts/setup.sh installs it)")
     def test_the_page_renders(self):
         self.assertEqual(self.cmp.returncode, 0, self.cmp.stderr)
-        self.assertGreaterEqual(chromium_dom(self, self.html, self.tmp), 2)  # queues and pauses at least
+        self.assertGreaterEqual(harness.chromium_dom(self, self.html, self.tmp), 2)  # queues and pauses at least
 
 
 if __name__ == "__main__":

@@ -1,0 +1,40 @@
+// A split run's part files (run/split.h, merge_part_file): each part's ports, switches and
+// pauses become one run's, as the report of a single machine would read them.
+#include <gtest/gtest.h>
+
+#include "run/split.h"
+
+using rocelab::run::merge_part_file;
+
+TEST(SplitFiles, ACsvKeepsOneHeaderAndOrdersEveryPartsRowsByTime) {
+  const std::string a = "t_s,node,port\n0.000010,leaf1,host1\n0.000030,leaf1,host1\n";
+  const std::string b = "t_s,node,port\n0.000010,leaf2,host3\n0.000020,leaf2,host3\n";
+  auto m = merge_part_file("series-ports.csv", {a, b});
+  ASSERT_TRUE(m) << m.error().what;
+  EXPECT_EQ(*m,
+            "t_s,node,port\n0.000010,leaf1,host1\n0.000010,leaf2,host3\n0.000020,leaf2,host3\n0.000030,leaf1,host1\n")
+      << "one time: part order";
+}
+
+TEST(SplitFiles, APartWithoutTheFileAddsNothing) {
+  auto m = merge_part_file("series-switches.csv", {"", "t_s,node\n1.5,spine1\n"});
+  ASSERT_TRUE(m) << m.error().what;
+  EXPECT_EQ(*m, "t_s,node\n1.5,spine1\n");
+}
+
+TEST(SplitFiles, PauseEventsByTimeAndQlenUnderTheLatestTime) {
+  auto p = merge_part_file("pfc.txt", {"200 1 1 3 1\n900 1 1 3 0\n", "100 4 0 1 1\n500 4 0 1 0\n"});
+  ASSERT_TRUE(p) << p.error().what;
+  EXPECT_EQ(*p, "100 4 0 1 1\n200 1 1 3 1\n500 4 0 1 0\n900 1 1 3 0\n");
+  auto q = merge_part_file("qlen.txt", {"time: 1500\n0 1 7\n", "time: 1700\n2 3 9\n"});
+  ASSERT_TRUE(q) << q.error().what;
+  EXPECT_EQ(*q, "time: 1700\n0 1 7\n2 3 9\n");
+}
+
+TEST(SplitFiles, TextOfAnotherFormIsRefusedNamingThePart) {
+  auto cols = merge_part_file("series-ports.csv", {"t_s,node\n1,a\n", "t_s,port\n1,b\n"});
+  ASSERT_FALSE(cols);
+  EXPECT_NE(cols.error().what.find("part 1's series-ports.csv"), std::string::npos) << cols.error().what;
+  EXPECT_FALSE(merge_part_file("pfc.txt", {"100 1 1 3 1\n", "soon 1 1 3 1\n"}));
+  EXPECT_FALSE(merge_part_file("qlen.txt", {"0 1 7\n"})) << "no time line";
+}
