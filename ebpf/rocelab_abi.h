@@ -334,7 +334,9 @@ struct rl_pause_state {
  * make up), it is counted. A priority in pause holds its packets legitimately: while any is
  * (paused_mask, the agent's), no run begins, and none spans a pause's start or end (the
  * agent counts them in pause_changes) nor a carrier change (a link fault: the device's
- * carrier up or down count moved, and the kernel flushed its queue). */
+ * carrier up or down count moved, and the kernel flushed its queue). A backlog can last the
+ * whole phase (a bottleneck never paused), so a run's loss may sum many stalls: the longest
+ * wait between two of a run's dequeues is kept apart (gap_ns), the one stall to name. */
 struct rl_line_state {
 	__u64 paused_mask;    /* written by the agent: bit p while priority p's pause is in effect */
 	__u64 pause_changes;  /* written by the agent: pauses begun or ended on the port so far */
@@ -345,7 +347,10 @@ struct rl_line_state {
 	__u64 runs;           /* runs ended */
 	__u64 longest_ns;     /* the most one run lost (past its slack) */
 	__u64 run_epoch;      /* carrier changes + pause_changes when the run began */
-	__u64 longest_at_ns;  /* when the longest run began (bpf_ktime_get_ns()): to name the moment */
+	__u64 run_last_ns;    /* the run's latest dequeue */
+	__u64 gap_ns;         /* the longest wait between two dequeues of a run: one stall at most
+	                       * (a run's loss sums every stall of a backlog that can last the phase) */
+	__u64 gap_at_ns;      /* when that wait began (bpf_ktime_get_ns()): to name the moment */
 };
 
 /* One packet of `len` bytes leaving the port at `now`, `backlog` bytes behind it in the
@@ -363,7 +368,12 @@ static inline void rl_line_dequeue(struct rl_line_state *s, __u64 now, __u64 len
 	if (s->run_start_ns) {
 		if (len > s->run_max_len)
 			s->run_max_len = len;
-		if (waiting) { /* the common case, kept to one add: the run goes on */
+		if (now - s->run_last_ns > s->gap_ns) {
+			s->gap_ns = now - s->run_last_ns;
+			s->gap_at_ns = s->run_last_ns;
+		}
+		s->run_last_ns = now;
+		if (waiting) { /* the common case: the run goes on */
 			s->run_bytes += len;
 			return;
 		}
@@ -373,10 +383,8 @@ static inline void rl_line_dequeue(struct rl_line_state *s, __u64 now, __u64 len
 		if (late > slack) {
 			__u64 lost = late - slack;
 			s->lost_ns += lost;
-			if (lost > s->longest_ns) {
+			if (lost > s->longest_ns)
 				s->longest_ns = lost;
-				s->longest_at_ns = s->run_start_ns;
-			}
 		}
 		s->runs += 1;
 		s->run_start_ns = 0;
@@ -385,6 +393,7 @@ static inline void rl_line_dequeue(struct rl_line_state *s, __u64 now, __u64 len
 	if (!waiting)
 		return;
 	s->run_start_ns = now;
+	s->run_last_ns = now;
 	s->run_epoch = epoch;
 	s->run_bytes = len;
 	s->run_max_len = len;
@@ -407,7 +416,7 @@ static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layo
 static_assert(sizeof(struct rl_pfc_event) == 24, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
 static_assert(sizeof(struct rl_pause_state) == 48, "rl_pause_state layout");
-static_assert(sizeof(struct rl_line_state) == 80, "rl_line_state layout");
+static_assert(sizeof(struct rl_line_state) == 96, "rl_line_state layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
 static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");
 #else

@@ -517,7 +517,8 @@ class Agent {
       }
     for (const auto& [slot, p] : ports_)
       if (const rl_line_state l = watch_->line(slot); l.lost_ns)
-        f.lines.push_back({nodes_[p.cfg->node].name, p.cfg->name, l.lost_ns, l.longest_ns, l.runs, l.longest_at_ns});
+        f.lines.push_back({nodes_[p.cfg->node].name, p.cfg->name, l.lost_ns, l.longest_ns, l.runs, l.gap_ns,
+                           l.gap_at_ns});
     if (wd_)
       for (uint32_t k : wd_->keys()) {
         const Port& p = ports_.at(rl_queue_slot(k));

@@ -75,7 +75,8 @@ rl_line_state PauseWatch::line(size_t slot) const {
   l.lost_ns = __atomic_load_n(&e->lost_ns, __ATOMIC_RELAXED);
   l.runs = __atomic_load_n(&e->runs, __ATOMIC_RELAXED);
   l.longest_ns = __atomic_load_n(&e->longest_ns, __ATOMIC_RELAXED);
-  l.longest_at_ns = __atomic_load_n(&e->longest_at_ns, __ATOMIC_RELAXED);
+  l.gap_ns = __atomic_load_n(&e->gap_ns, __ATOMIC_RELAXED);
+  l.gap_at_ns = __atomic_load_n(&e->gap_at_ns, __ATOMIC_RELAXED);
   return l;
 }
 

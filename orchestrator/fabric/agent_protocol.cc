@@ -110,7 +110,7 @@ ordered_json to_json(const AgentFigures& f) {
   ordered_json lines = ordered_json::array();
   for (const auto& l : f.lines)
     lines.push_back({{"node", l.node}, {"port", l.port}, {"lost_ns", l.lost_ns}, {"longest_ns", l.longest_ns},
-                     {"runs", l.runs}, {"longest_at_ns", l.longest_at_ns}});
+                     {"runs", l.runs}, {"gap_ns", l.gap_ns}, {"gap_at_ns", l.gap_at_ns}});
   return {{"events", f.events},
           {"ignored", f.ignored},
           {"pauses", f.pauses},
@@ -211,7 +211,8 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
       for (const auto& l : j.at("lines"))
         f.lines.push_back({l.at("node").get<std::string>(), l.at("port").get<std::string>(),
                            l.at("lost_ns").get<uint64_t>(), l.at("longest_ns").get<uint64_t>(),
-                           l.at("runs").get<uint64_t>(), l.value("longest_at_ns", uint64_t(0))});
+                           l.at("runs").get<uint64_t>(), l.value("gap_ns", uint64_t(0)),
+                           l.value("gap_at_ns", uint64_t(0))});
     return f;
   } catch (const std::exception& e) {
     why = std::string("the agent's figures: ") + e.what();

@@ -64,7 +64,8 @@ struct PortPauseFigures {
 struct PortLineFigures {
   std::string node, port;
   uint64_t lost_ns = 0, longest_ns = 0, runs = 0;
-  uint64_t longest_at_ns = 0;  // when the longest run began (CLOCK_MONOTONIC), to place it in the run
+  uint64_t gap_ns = 0;     // the longest wait between two dequeues with packets waiting: one stall
+  uint64_t gap_at_ns = 0;  // when it began (CLOCK_MONOTONIC), to place it in the run
 };
 
 struct PortLeakFigures {

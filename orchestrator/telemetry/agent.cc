@@ -123,14 +123,20 @@ void line_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
     per.samples.push_back({{{"node", l.node}, {"port", l.port}}, share});
     if (share > worst) worst = share, at = &l;
   }
+  // Where a stall began, in seconds of the phase (a stall before it, 0).
+  const auto into = [&](uint64_t ns) { return ns > uint64_t(c.t0_ns) ? double(ns - uint64_t(c.t0_ns)) / 1e9 : 0.0; };
+  for (const auto& l : a.lines)
+    spdlog::debug("{}:{}'s line idle with packets waiting {:.3f} ms past its bucket ({} runs, the most in one {:.3f} "
+                  "ms); the longest wait between two packets {:.3f} ms, from {:.4f} s into the phase (CLOCK_MONOTONIC {} ns)",
+                  l.node, l.port, double(l.lost_ns) / 1e6, l.runs, double(l.longest_ns) / 1e6, double(l.gap_ns) / 1e6,
+                  into(l.gap_at_ns), l.gap_at_ns);
   c.metrics["line_lost"] = per;
   c.metrics["line_lost_max"] = MetricValue{MetricKind::kScalar, worst, {}};
   if (at && worst > kStalledInvalid && c.invalid.empty())
     c.invalid = fmt::format("the machine held {}:{}'s line idle with packets waiting {:.1f} % of the traffic phase (its "
-                            "shaper ran late past what its bucket makes up, {:.1f} ms at most at once, from {:.3f} s of "
-                            "wall clock into the phase): the machine did not keep up",
-                            at->node, at->port, worst * 100, double(at->longest_ns) / 1e6,
-                            at->longest_at_ns > uint64_t(c.t0_ns) ? double(at->longest_at_ns - uint64_t(c.t0_ns)) / 1e9 : 0.0);
+                            "shaper ran late past what its bucket makes up; the longest wait between two of its packets "
+                            "{:.1f} ms, from {:.3f} s of wall clock into the phase): the machine did not keep up",
+                            at->node, at->port, worst * 100, double(at->gap_ns) / 1e6, into(at->gap_at_ns));
 }
 
 // The PFC watchdog (FAULTS.md): SONiC's per-queue counts as counters, each storm's

@@ -92,19 +92,28 @@ TEST(LineState, ATimerLatePastTheBucketLosesTheRestForGood) {
   EXPECT_EQ(s.runs, 1u);
   EXPECT_EQ(s.lost_ns, 2'000'000u - 2 * line::kFrameNs);
   EXPECT_EQ(s.longest_ns, s.lost_ns);
-  EXPECT_EQ(s.longest_at_ns, 1'000'000'000u) << "the run began at the first frame";
+  EXPECT_EQ(s.gap_ns, line::kFrameNs + 2'000'000u) << "the one wait, the 50th frame's own time with it";
+  EXPECT_EQ(s.gap_at_ns, 1'000'000'000u + 49 * line::kFrameNs) << "from the 49th frame";
 }
 
-TEST(LineState, TheLongestRunIsPlacedAtItsStart) {
-  // Two runs of ten frames, from 1 s and from 2 s: the first ends 1 ms late, the second 3 ms.
-  rl_line_state s{};
-  for (const auto& [t0, late] : {std::pair<uint64_t, uint64_t>{1'000'000'000, 1'000'000}, {2'000'000'000, 3'000'000}})
-    for (int i = 0; i < 10; ++i)
-      rl_line_dequeue(&s, t0 + uint64_t(i) * line::kFrameNs + (i == 9 ? late : 0), line::kFrame, i < 9 ? 3 * line::kFrame : 0,
-                      line::kQuantumPs, 0);
-  EXPECT_EQ(s.runs, 2u);
-  EXPECT_EQ(s.longest_ns, 3'000'000u - 2 * line::kFrameNs);
-  EXPECT_EQ(s.longest_at_ns, 2'000'000'000u) << "the second, longer run's start";
+TEST(LineState, TheLongestStallIsNamedApartFromTheRunsSum) {
+  // One backlog of 100 frames (a bottleneck never paused: one run for the phase), held
+  // 1.5 ms before the 31st frame and 2 ms before the 71st: the run lost both (3.5 ms less
+  // its slack of two frames), and the one stall to name is the second, where it began.
+  const uint64_t t0 = 1'000'000'000;
+  const rl_line_state s = line::run(100, [](int i) { return i >= 70 ? 3'500'000 : i >= 30 ? 1'500'000 : 0; }, t0);
+  EXPECT_EQ(s.runs, 1u);
+  EXPECT_EQ(s.lost_ns, 3'500'000u - 2 * line::kFrameNs);
+  EXPECT_EQ(s.gap_ns, line::kFrameNs + 2'000'000u);
+  EXPECT_EQ(s.gap_at_ns, t0 + 69 * line::kFrameNs + 1'500'000u);
+  // A later run with a shorter stall does not move it.
+  rl_line_state t = s;
+  for (int i = 0; i < 10; ++i)
+    rl_line_dequeue(&t, 2 * t0 + uint64_t(i) * line::kFrameNs + (i == 9 ? 1'000'000 : 0), line::kFrame,
+                    i < 9 ? 3 * line::kFrame : 0, line::kQuantumPs, 0);
+  EXPECT_EQ(t.runs, 2u);
+  EXPECT_EQ(t.gap_ns, s.gap_ns);
+  EXPECT_EQ(t.gap_at_ns, s.gap_at_ns);
 }
 
 TEST(LineState, LatenessTheBucketMakesUpIsNotCounted) {
