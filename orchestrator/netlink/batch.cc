@@ -496,9 +496,13 @@ void Batch::set_pause(const PauseSpec& p) {
   rtnl_tc_set_handle(tc, TC_H_MAKE((p.major + 1 + p.prio) << 16, 0));
   rtnl_tc_set_kind(tc, "tbf");
   const int frame = static_cast<int>(p.mtu) + 14;
-  // Above the port's rate TBF never holds anything back: HTB's class shapes. (libnl takes
-  // the rate as int bytes/s: a port faster than 17 Gbit/s emulated resumes to that cap.)
   const int line = static_cast<int>(std::min<uint64_t>(p.rate_bps / 8, INT32_MAX));
+  // Unpaused, the TBF must hold nothing back: HTB's class shapes the line. At the line's own
+  // rate it did (a second shaper in series with a smaller bucket): when HTB made up a late
+  // timer with a burst, the TBF throttled, HTB found its leaf empty-handed ("tbf qdisc is
+  // non-work-conserving?" in the kernel log) and the line waited for the TBF's soft timer,
+  // 3-5 ms on this 2-core VM at HZ 250. So it resumes to libnl's ceiling (int bytes/s).
+  const int open = INT32_MAX;
   // Paused: 1 byte/s, so the bucket (one frame and a margin, full when the pause starts: the
   // frame a real port may still finish) refills in over an hour and nothing else leaves. The
   // bucket must stay, as TBF drops a packet larger than it at enqueue. libnl passes the
@@ -506,7 +510,7 @@ void Batch::set_pause(const PauseSpec& p) {
   // dropped), so the paused bucket also goes in bytes as TCA_TBF_BURST, which the kernel
   // takes instead (3.13+). (A trickle of a frame per 4 s before hid PGs left unsynced.)
   const int bucket = p.paused ? frame + kPauseBucketMargin : std::max(2 * frame, line / 1000);
-  const int rate = p.paused ? 1 : line;
+  const int rate = p.paused ? 1 : open;
   rtnl_qdisc_tbf_set_limit(q.get(), static_cast<int>(std::min<uint32_t>(p.limit, INT32_MAX)));
   rtnl_qdisc_tbf_set_rate(q.get(), rate, bucket, 0);
   nl_msg* msg = nullptr;
