@@ -1239,7 +1239,7 @@ const std::vector<Command>& commands() {
        "applied, a connected pair unreachable, the kernel refused packets, workloads stalled\n"
        "past their deadline, an internal error: a defect to report, never retried).\n"
        "results.json says the class and the reason (\"class\", \"reason\").",
-       "rocelab run scenarios/quickstart.yaml\n  rocelab run --out /tmp/r1 scenarios/quickstart.yaml && cat /tmp/r1/junit.xml\n"
+       "rocelab run scenarios/quickstart.yaml\n  rocelab run --out runs/r1 scenarios/quickstart.yaml && cat runs/r1/junit.xml\n"
        "  rocelab run --scale 2000 scenarios/incast-dcqcn.yaml   # half the emulated rates\n"
        "  rocelab run --retry-invalid scenarios/quickstart.yaml   # in CI: a slow machine gets a second run at 2 x D\n"
        "  sudo rocelab run --part 1/2 --peers 10.9.0.1,10.9.0.2 --run-key run.key scenarios/quickstart.yaml   # machine 1 of 2",
@@ -1272,7 +1272,7 @@ const std::vector<Command>& commands() {
        "shared buffer, the FCT slowdown CDF, collectives' busbw against their bound, with fault\n"
        "and watchdog markers on every timeline. `run` writes it already; this writes it again\n"
        "(from a copied run directory, say). With gnuplot installed, static SVG plots too.",
-       "rocelab report /tmp/r1\n  rocelab report --out /tmp/r1/copy.html --no-plots /tmp/r1",
+       "rocelab report runs/r1\n  rocelab report --out runs/r1/copy.html --no-plots runs/r1",
        [](po::options_description& d) {
          d.add_options()("out", po::value<std::string>(), "write the report here (default RUN_DIR/report.html)")(
              "no-plots", "skip RUN_DIR/plots/*.svg")("run_dir", po::value<std::string>(), "the run directory");
@@ -1433,7 +1433,7 @@ const std::vector<Command>& commands() {
        "a series or counter by the sum and the largest of its samples), and their deepest\n"
        "queues, most paused lanes and fastest flows overlaid on one time axis, a dash style\n"
        "per run. Prints the metrics that changed most.",
-       "rocelab compare /tmp/on /tmp/off\n  rocelab compare --out ecn.html runs/a runs/b runs/c",
+       "rocelab compare runs/on runs/off\n  rocelab compare --out ecn.html runs/a runs/b runs/c",
        [](po::options_description& d) {
          d.add_options()("out", po::value<std::string>(), "write the page here (default compare.html)")(
              "run_dirs", po::value<std::vector<std::string>>(), "the run directories");
@@ -1449,7 +1449,7 @@ const std::vector<Command>& commands() {
        "when every run was measured (its own assertions may fail: that is a figure), 5 when\n"
        "one could not be, 2 when stopped.",
        "sudo rocelab sweep scenarios/incast-dcqcn.yaml --set qos.ecn.kmin=8KB,16KB,32KB,64KB,128KB --seeds 1-3\n"
-       "  sudo rocelab sweep --out /tmp/s1 --set qos.pfc.xoff=32KB,64KB,128KB --figure 'max(queue_max)' "
+       "  sudo rocelab sweep --out runs/s1 --set qos.pfc.xoff=32KB,64KB,128KB --figure 'max(queue_max)' "
        "scenarios/incast-lossless.yaml",
        add_sweep_options, cmd_sweep},
       {"lab", "ACTION [LAB]", "the RoCE tuning track: exercises graded on real runs",
