@@ -450,15 +450,18 @@ Status LocalTestbed::load_routing() {
                  " ports, the fabric has " + std::to_string(maps_->ports()) + ")");
     // Links an earlier `inject` took down stay down: read them from the kernel.
     for (const VethPlan& v : kplan_->veths) {
-      const NodePlan& a = kplan_->nodes[v.a_node];
+      const bool a_here = kplan_->part.has(v.a_node);
+      if (!a_here && !kplan_->part.has(v.b_node)) continue;  // between other machines: down_ is this machine's
+      const NodePlan& a = kplan_->nodes[a_here ? v.a_node : v.b_node];
+      const PortPlan& ap = a.ports[a_here ? v.a_port : v.b_port];
       const size_t x = node_index(a.node);
       if (x == SIZE_MAX) return env(path + " names node " + a.node + ", which instance " + instance_ + " lacks");
       auto in = enter(netns_fd(x), a.node);
       if (!in) return in.error();
       netlink::Status st;
-      auto l = netlink::link(*in->sock, a.ports[v.a_port].ifindex, st);
+      auto l = netlink::link(*in->sock, ap.ifindex, st);
       if (!l) return env(a.node + ": " + st.text);
-      if (!l->admin_up) down_[a.ports[v.a_port].link] = 1;
+      if (!l->admin_up) down_[ap.link] = 1;
     }
   }
   const auto routes = model::plan_routes(*scenario_, links_down());
@@ -469,6 +472,7 @@ Status LocalTestbed::load_routing() {
 Status LocalTestbed::set_link_both(size_t link, bool up) {
   const VethPlan& v = plan().veths.at(link);
   for (auto [n, p] : {std::pair{v.a_node, v.a_port}, std::pair{v.b_node, v.b_port}}) {
+    if (!plan().part.has(n)) continue;  // another machine's end: its part downs it at the same time
     const NodePlan& np = plan().nodes[n];
     const PortPlan& pp = np.ports[p];
     auto in = enter(netns_fd(node_index(np.node)), np.node);
@@ -487,6 +491,7 @@ Status LocalTestbed::reconverge() {
   const auto routes = model::plan_routes(*scenario_, links_down());
   using Key = std::tuple<int, uint32_t, int>;  // table, prefix, length
   for (size_t x = 0; x < plan().nodes.size(); ++x) {
+    if (!plan().part.has(x)) continue;  // its own machine reconverges it, from the same model
     const NodePlan& np = plan().nodes[x];
     auto want = routes_of(np, routes[x]);
     std::map<Key, const netlink::RouteSpec*> have;
@@ -519,7 +524,46 @@ Result<Change> LocalTestbed::fail_link(const PortRef& p) {
   const auto& ports = plan().nodes[pn].ports;
   auto pp = std::find_if(ports.begin(), ports.end(), [&](const PortPlan& x) { return x.slot == p.slot; });
   if (pp == ports.end()) return env(name(p) + " is not in the scenario record");
-  const size_t link = pp->link;
+  return fail_link_at(pp->link, "link " + name(p) + " down");
+}
+
+// Resolved through the model, not this machine's devices: the named end may be elsewhere.
+Result<Change> LocalTestbed::fail_link_named(std::string_view target) {
+  if (!plan().part.split()) return Testbed::fail_link_named(target);
+  if (auto st = load_routing(); !st) return st.error();
+  const size_t colon = target.find(':');
+  const std::string node(target.substr(0, colon)), port(colon == std::string_view::npos ? "" : target.substr(colon + 1));
+  const size_t x = plan_node(node);
+  if (x == SIZE_MAX || port.empty()) return error(Errc::kBadInput, "instance " + instance_ + " has no port '" + std::string(target.substr(0, 64)) + "'");
+  for (size_t li = 0; li < scenario_->links.size(); ++li) {
+    const model::Link& l = scenario_->links[li];
+    if ((l.a.node == x && l.a.ifname == port) || (l.b.node == x && l.b.ifname == port))
+      return fail_link_at(li, "link " + node + ":" + port + " down");
+  }
+  return error(Errc::kBadInput, "node " + node + " has no port '" + port.substr(0, 64) + "' on a link");
+}
+
+Result<Change> LocalTestbed::crash_node_named(std::string_view node) {
+  const size_t n = node_index(node);
+  if (n == SIZE_MAX || !nodes_[n].elsewhere) return Testbed::crash_node_named(node);
+  // Another machine's node: it halts there; here its links fail, as its own part fails them.
+  if (auto st = load_routing(); !st) return st.error();
+  std::vector<Change> links;
+  for (size_t li = 0; li < scenario_->links.size(); ++li) {
+    const model::Link& l = scenario_->links[li];
+    if (l.a.node != n && l.b.node != n) continue;
+    auto c = fail_link_at(li, "a link of " + std::string(node) + " down");
+    if (!c) {
+      (void)combined("", std::move(links)).undo();
+      return c.error();
+    }
+    links.push_back(std::move(*c));
+  }
+  return combined("crash " + std::string(node) + " (on another machine): its links", std::move(links));
+}
+
+// Down at the ends this machine holds (none, one or both), then this machine's routes.
+Result<Change> LocalTestbed::fail_link_at(size_t link, const std::string& what) {
   if (down_[link]++ == 0) {
     Status st = set_link_both(link, false);
     if (st) st = reconverge();
@@ -531,7 +575,7 @@ Result<Change> LocalTestbed::fail_link(const PortRef& p) {
       return st.error();
     }
   }
-  return Change("link " + name(p) + " down", [this, link]() -> Status {
+  return Change(what, [this, link]() -> Status {
     if (--down_[link] > 0) return ok();
     down_.erase(link);
     if (auto st = set_link_both(link, true); !st) return st;

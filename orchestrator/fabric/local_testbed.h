@@ -44,6 +44,8 @@ class LocalTestbed final : public Testbed {
   Result<Change> set_pause(const PortRef& p, uint32_t prio, bool paused) override;
   Result<Change> set_link(const PortRef& p, bool up) override;
   Result<Change> fail_link(const PortRef& p) override;
+  Result<Change> fail_link_named(std::string_view target) override;
+  Result<Change> crash_node_named(std::string_view node) override;
   Result<Change> misconfigure(const PortRef& p, Misconfig m, uint32_t dscp) override;
   Result<Change> slow_receiver(const PortRef& p, double fraction) override;
   Result<Change> mtu_mismatch(const PortRef& p, uint32_t mtu) override;
@@ -70,7 +72,8 @@ class LocalTestbed final : public Testbed {
   Status write_pause(const PortRef& p, uint32_t prio, bool paused);
   Status write_link(const PortRef& p, bool up);
   Status load_routing();  // the scenario and its plan, and which links are down now
-  Status set_link_both(size_t link, bool up);
+  Status set_link_both(size_t link, bool up);  // the ends this machine holds
+  Result<Change> fail_link_at(size_t link, const std::string& what);
   Status reconverge();
   size_t plan_node(const std::string& name) const;  // SIZE_MAX: none
   const KernelPlan& plan() const { return fabric_ ? fabric_->plan() : *kplan_; }

@@ -62,6 +62,18 @@ std::shared_ptr<std::atomic<int>> Testbed::halted_flag(size_t node) {
   return f;
 }
 
+Result<Change> Testbed::fail_link_named(std::string_view target) {
+  auto p = port(target);
+  if (!p) return p.error();
+  return fail_link(*p);
+}
+
+Result<Change> Testbed::crash_node_named(std::string_view node) {
+  const size_t n = node_index(node);
+  if (n == SIZE_MAX) return error(Errc::kBadInput, "instance " + instance() + " has no node '" + std::string(node.substr(0, 64)) + "'");
+  return crash_node(n);
+}
+
 std::function<bool()> Testbed::node_halted(size_t node) {
   return [f = halted_flag(node)] { return f->load(std::memory_order_relaxed) > 0; };
 }

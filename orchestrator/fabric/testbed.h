@@ -129,6 +129,10 @@ class Testbed {
   // prefixes behind it are withdrawn. The Change brings the link back and reconverges.
   // Faults on one link nest: it comes back when the last of them ends.
   virtual Result<Change> fail_link(const PortRef& p) = 0;
+  // fail_link by the scenario's name of an end (NODE:PORT), wherever its node is: on a split
+  // fabric each machine downs the ends it holds and reconverges its own nodes' routes, so
+  // every part applies a link fault (the routes come from one model: each computes the same).
+  virtual Result<Change> fail_link_named(std::string_view target);
   // Port `p` (a host NIC) drains what it receives on PFC priorities at `fraction` of its line
   // rate: a virtual RX buffer fills, and at XOFF the NIC pauses its link for as long as the
   // buffer takes to drain to half (bursty pause, as a backed-up NIC sends). Counted as PFC
@@ -154,6 +158,9 @@ class Testbed {
   // The node crashes: every link of it fails (fail_link) and it halts (node_halted), so its
   // RDMA endpoints stop answering; the Change brings the links back and the node up again.
   Result<Change> crash_node(size_t node);
+  // crash_node by name; a node on another machine of a split fabric (its own part crashes
+  // it) has its links fail here as there.
+  virtual Result<Change> crash_node_named(std::string_view node);
   // True while the node is crashed; for RDMA backends, which read it from their own thread.
   std::function<bool()> node_halted(size_t node);
 

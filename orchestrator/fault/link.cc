@@ -2,14 +2,21 @@
 // the end of the run), `link_flap` in a train of downs and ups, `node_crash` takes every link
 // of a node away and halts it (its RDMA endpoints stop answering) until it recovers after
 // `duration`. Each goes through Testbed::fail_link: carrier off at both ends and the routes
-// reconverged around it; ending it brings the link back and reconverges again.
+// reconverged around it; ending it brings the link back and reconverges again. On a split
+// fabric every part applies them, each to the ends and routes it holds.
 #include "fault/registry.h"
 
 namespace rocelab::fault {
 
 namespace {
 
-Result<fabric::Change> fail_link(fabric::Testbed& t, const fabric::PortRef& p, const Start&) { return t.fail_link(p); }
+// A link named by either end: on a split fabric the end may be another machine's, so it is
+// resolved through the model (Testbed::fail_link_named), not this machine's ports.
+Kind link_kind(std::string type, std::string summary) {
+  Kind k = port_kind(std::move(type), std::move(summary), nullptr);
+  k.start = [](fabric::Testbed& t, const Start& s) { return t.fail_link_named(s.fault.target); };
+  return k;
+}
 
 // The downs of a flap: `train` (down, up, down, ... times), or `count` cycles of `period`
 // (each down for `down`, half the period unless given), or as many cycles as fit `duration`.
@@ -48,16 +55,14 @@ std::vector<std::string> flap_problems(const model::Fault& f, const model::Scena
 }  // namespace
 
 Kind link_down_kind() {
-  return port_kind("link_down",
-                   "a link fails at both ends, routes reconverge around it; back after duration (target: either end, NODE:PORT)",
-                   fail_link);
+  return link_kind("link_down",
+                   "a link fails at both ends, routes reconverge around it; back after duration (target: either end, NODE:PORT)");
 }
 
 Kind link_flap_kind() {
-  Kind k = port_kind("link_flap",
+  Kind k = link_kind("link_flap",
                      "a link goes down and up: period with count or duration (down: period/2 unless given), or train: "
-                     "[down, up, down, ...]",
-                     fail_link);
+                     "[down, up, down, ...]");
   k.takes = {"period", "count", "down", "train"};
   also_validate(k, flap_problems);
   k.pieces = flap_pieces;
@@ -65,9 +70,11 @@ Kind link_flap_kind() {
 }
 
 Kind node_crash_kind() {
-  return node_kind("node_crash",
-                   "a node dies: every link down, its RDMA endpoints answer nothing; recovers after duration (target: NODE)",
-                   [](fabric::Testbed& t, size_t n, const Start&) { return t.crash_node(n); });
+  Kind k = node_kind("node_crash",
+                     "a node dies: every link down, its RDMA endpoints answer nothing; recovers after duration (target: NODE)",
+                     nullptr);
+  k.start = [](fabric::Testbed& t, const Start& s) { return t.crash_node_named(s.fault.target); };
+  return k;
 }
 
 }  // namespace rocelab::fault

@@ -10,6 +10,7 @@
 #include <new>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <atomic>
 #include <mutex>
@@ -348,7 +349,8 @@ void await_deadlock_verdict(RunContext& c) {
 
 Status traffic_phase(RunContext& c) {
   // The fault timeline's clock starts at the workloads' time 0 (when every part of a split
-  // fabric is ready); each part applies the faults on its own nodes.
+  // fabric is ready); each part applies the faults on its own nodes, and every link and node
+  // fault (fault_here).
   fault::Timeline timeline(c.s, *c.testbed, c.faults_here);
   Status st = ok();
   for (const auto& sink : telemetry::sinks().all())
@@ -544,6 +546,13 @@ Status merge_phase(RunContext& c) {
   if (!all) return all.error();
   std::set<std::string> notes(c.notes.begin(), c.notes.end());
   std::vector<ordered_json> far_files(all->size(), ordered_json::object());
+  // A link or node fault is applied on every part (fault_here): one record of each start
+  // and end, this part's, unless another part could not apply it (its record says so).
+  std::map<std::pair<int64_t, std::string>, size_t> mine_of;
+  if (c.faults.is_array())
+    for (const auto& f : c.faults)
+      if (applied_on_every_part(f.value("type", std::string())))
+        ++mine_of[{f.value("fault", int64_t(-1)), f.value("action", std::string())}];
   for (size_t p = 0; p < all->size(); ++p) {
     if (p == c.parts->index()) continue;
     // A peer's text: bounded in depth before it is parsed (copies and printing recurse).
@@ -556,7 +565,17 @@ Status merge_phase(RunContext& c) {
     if (c.invalid.empty() && !far.value("invalid", std::string()).empty()) c.invalid = part + far.value("invalid", std::string());
     if (far.contains("faults") && far["faults"].is_array()) {
       if (!c.faults.is_array()) c.faults = ordered_json::array();
-      for (const auto& f : far["faults"]) c.faults.push_back(f);
+      std::map<std::pair<int64_t, std::string>, size_t> seen;
+      for (auto f : far["faults"]) {
+        if (!f.is_object()) continue;
+        if (applied_on_every_part(f.value("type", std::string()))) {
+          const std::pair<int64_t, std::string> key{f.value("fault", int64_t(-1)), f.value("action", std::string())};
+          const bool same = ++seen[key] <= mine_of[key];
+          if (same && f.value("ok", false)) continue;
+          if (f.contains("error") && f["error"].is_string()) f["error"] = part + f["error"].get<std::string>();
+        }
+        c.faults.push_back(std::move(f));
+      }
     }
     for (const auto& n : far.value("notes", std::vector<std::string>()))
       if (notes.insert(n).second) c.notes.push_back(part + n);

@@ -34,9 +34,7 @@ Result<bool> fault_here(const model::Fault& f, size_t index, const model::Scenar
   if (it == s.nodes.end()) return error(Errc::kBadInput, "fault " + std::to_string(index + 1) + " targets no node of the fabric: " + f.target);
   const size_t x = size_t(it - s.nodes.begin());
   const std::string which = "fault " + std::to_string(index + 1) + " (" + f.type + " on " + f.target + ")";
-  if (f.type == "link_down" || f.type == "link_flap" || f.type == "node_crash")
-    return error(Errc::kBadInput, which + ": a split run cannot apply link or node faults yet (they reconverge every "
-                                          "switch's routes, on every machine); run this scenario on one machine");
+  if (applied_on_every_part(f.type)) return true;
   if (f.type == "mtu_mismatch")
     for (const model::Link& l : s.links)
       if ((l.a.node == x && l.a.ifname == port) || (l.b.node == x && l.b.ifname == port))
@@ -73,8 +71,9 @@ namespace {
 // Scalars that count or time what each machine saw of its own nodes: the fabric's is the sum.
 // Every other scalar is the same on every part (the scenario's, or the workloads' once the
 // figures were traded) or a worst case, and the fabric's is the largest.
+// (link_down_time: every part applies every link fault, so each counts the same links.)
 const std::set<std::string, std::less<>> kSummed = {
-    "link_down_time", "path_changes", "storm_frames", "pfc_deadlocks", "agent_pauses", "pause_time", "pfc_leaks",
+    "path_changes", "storm_frames", "pfc_deadlocks", "agent_pauses", "pause_time", "pfc_leaks",
     "pfc_pause_tail", "lossless_drops", "host_pairs", "reachable_pairs", "unreachable_pairs"};
 
 }  // namespace

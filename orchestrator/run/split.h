@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/expect.h"
@@ -19,9 +20,15 @@ namespace rocelab::run {
 // (seed and D included) and the number of parts. Parts that differ would plan different QPs.
 std::string split_fingerprint(const model::Scenario& s, size_t parts);
 
-// Whether this machine applies fault `f`: its target's node is here. An error for faults a
-// split run cannot apply yet: link and node faults reconverge every switch's routes, across
-// machines, and an MTU mismatch on a cut link acts on both machines' ends.
+// Whether this machine applies fault `f`: its target's node is here, or it is a link or node
+// fault (every part applies those: each downs the ends it holds and reconverges its own
+// switches' routes from the one model, at the same emulated time). An error for an MTU
+// mismatch on a cut link, which acts on both machines' ends of one device pair.
+// Link and node faults: every part applies them (fault_here), so each part's record of one
+// is the same event.
+inline bool applied_on_every_part(std::string_view type) {
+  return type == "link_down" || type == "link_flap" || type == "node_crash";
+}
 Result<bool> fault_here(const model::Fault& f, size_t index, const model::Scenario& s, const model::Partition& p,
                         size_t part);
 

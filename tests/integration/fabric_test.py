@@ -619,6 +619,39 @@ class Split(unittest.TestCase):
         print(f"split run: ring busbw {ring(a):.2f} GB/s on two machines, {ring(w):.2f} on one",
               file=sys.stderr)
 
+    def test_link_and_node_faults_on_a_split_run_pass_the_single_machine_assertions(self):
+        """Issue 37, done-when 2: scenarios/link-flap.yaml with its flap moved onto a cut link
+        (leaf1:spine2: part 0's leaf, part 1's spine) and scenarios/node-crash.yaml (host2, on
+        part 0), each as a split run. Every part applies a link or node fault to the ends it
+        holds and reconverges its own switches' routes from the one model; the crashed host
+        halts on its own part. Each scenario's own assertions pass on both parts, and the merged
+        faults hold one record of each start and end, all applied."""
+        plan = json.loads(rocelab("plan", "-j", "--parts", "2", os.path.join(SOURCE, "scenarios", "node-crash.yaml")).stdout)
+        self.assertIn("host2", json.dumps(plan["parts"][0]), "host2 is part 0's")
+        self.assertIn("leaf1:spine2", json.dumps(plan["cut_links"]), "leaf1:spine2 is cut")
+        with open(os.path.join(SOURCE, "scenarios", "link-flap.yaml")) as f:
+            flap = f.read()
+        with open(os.path.join(SOURCE, "scenarios", "node-crash.yaml")) as f:
+            crash = f.read()
+        self.assertIn('target: "leaf1:spine1"', flap)
+        for name, text, starts in (("flap.yaml", flap.replace('target: "leaf1:spine1"', 'target: "leaf1:spine2"'), 2),
+                                   ("crash.yaml", crash, 1)):
+            path = os.path.join(self.tmp, name)
+            with open(path, "w") as f:
+                f.write(text)
+            parts = self.run_parts(path)
+            for i, (rc, err, res) in enumerate(parts):
+                self.assertIsNotNone(res, f"{name} part {i}: {err[-2000:]}")
+                failed = [a for a in res["assertions"] if a["outcome"] != "pass"]
+                self.assertEqual((rc, failed), (0, []), f"{name} part {i}: {err[-2000:]}")
+                self.assertTrue(all(f["ok"] for f in res["faults"]), res["faults"])
+                actions = [f["action"] for f in res["faults"]]
+                self.assertEqual((actions.count("start"), actions.count("end")), (starts, starts), res["faults"])
+                self.assertGreater(res["metrics"]["path_changes"], 0)
+            print(f"split {name}: path changes {parts[0][2]['metrics']['path_changes']:g}, link down "
+                  f"{parts[0][2]['metrics']['link_down_time'] * 1e3:.2f} ms, flows failed "
+                  f"{parts[0][2]['metrics']['flows_failed']:g}", file=sys.stderr)
+
     # A hostile process on part 1's machine, from part 1's own address (the address check
     # lets it through; only the run key stops it): every few hundred ms a port scan's
     # connect-and-close, an HTTP request, a 1 GiB length prefix, 10 MB of tiny frames, an

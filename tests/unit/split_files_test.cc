@@ -2,6 +2,8 @@
 // pauses become one run's, as the report of a single machine would read them.
 #include <gtest/gtest.h>
 
+#include "model/partition.h"
+#include "run/kinds.h"
 #include "run/split.h"
 
 using rocelab::run::merge_part_file;
@@ -37,4 +39,35 @@ TEST(SplitFiles, TextOfAnotherFormIsRefusedNamingThePart) {
   EXPECT_NE(cols.error().what.find("part 1's series-ports.csv"), std::string::npos) << cols.error().what;
   EXPECT_FALSE(merge_part_file("pfc.txt", {"100 1 1 3 1\n", "soon 1 1 3 1\n"}));
   EXPECT_FALSE(merge_part_file("qlen.txt", {"0 1 7\n"})) << "no time line";
+}
+
+// Which faults a part applies (run/split.h, fault_here): a port or node fault on the part that
+// holds its node; a link or node fault on every part (each downs the ends it holds and
+// reconverges its own switches); an MTU mismatch on a cut link refused, naming it.
+TEST(SplitFaults, LinkAndNodeFaultsRunOnEveryPartOthersWhereTheirNodeIs) {
+  const auto r = rocelab::run::load_scenario_text(
+      "name: f\nscale: 1000\nfabric: {type: leaf-spine, spines: 2, leaves: 2, hosts_per_leaf: 2}\nfaults:\n"
+      "  - {type: link_flap, target: 'leaf1:spine2', at: 1ms, train: [1ms]}\n"
+      "  - {type: node_crash, target: host2, at: 1ms, duration: 1ms}\n"
+      "  - {type: loss, target: 'host3:nic0', at: 0s, probability: 0.01}\n"
+      "  - {type: mtu_mismatch, target: 'leaf1:spine2', at: 0s, mtu: 1000}\n",
+      "f.yaml");
+  ASSERT_TRUE(r.scenario) << (r.diags.empty() ? "" : r.diags.items()[0].format());
+  const auto& s = *r.scenario;
+  std::string why;
+  const auto p = rocelab::model::partition(s, 2, why);
+  ASSERT_TRUE(p) << why;
+  for (size_t part = 0; part < 2; ++part) {
+    for (size_t f = 0; f < 2; ++f) {
+      const auto here = rocelab::run::fault_here(s.faults[f], f, s, *p, part);
+      ASSERT_TRUE(here.ok()) << here.error().what;
+      EXPECT_TRUE(*here) << s.faults[f].type << " on part " << part;
+    }
+    const auto loss = rocelab::run::fault_here(s.faults[2], 2, s, *p, part);
+    ASSERT_TRUE(loss.ok());
+    EXPECT_EQ(*loss, part == 1) << "host3 is part 1's";
+    const auto mtu = rocelab::run::fault_here(s.faults[3], 3, s, *p, part);
+    ASSERT_FALSE(mtu.ok());
+    EXPECT_NE(mtu.error().what.find("cut between machines"), std::string::npos) << mtu.error().what;
+  }
 }
