@@ -128,9 +128,8 @@ Result<std::string> merge_part_file(const std::string& name, const std::vector<s
   const bool qlen = name == "qlen.txt";
   std::string_view header;
   uint64_t latest = 0;
-  struct Row {
+  struct Row {  // parts in order: the stable sort keeps a part's rows before the next's at one time
     double t;
-    size_t part;
     std::string_view line;
   };
   std::vector<Row> rows;
@@ -157,7 +156,7 @@ Result<std::string> merge_part_file(const std::string& name, const std::vector<s
       // qlen's port lines have no time: they keep part order (0 for all).
       const std::optional<double> t = qlen ? std::optional<double>(0) : leading_number(line, csv ? ',' : ' ');
       if (!t) return bad(fmt::format("a line that does not start with a time: {:.60}", line));
-      rows.push_back({*t, p, line});
+      rows.push_back({*t, line});
     }
   }
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.t < b.t; });
