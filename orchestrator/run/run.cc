@@ -548,11 +548,20 @@ Status merge_phase(RunContext& c) {
   std::vector<ordered_json> far_files(all->size(), ordered_json::object());
   // A link or node fault is applied on every part (fault_here): one record of each start
   // and end, this part's, unless another part could not apply it (its record says so).
-  std::map<std::pair<int64_t, std::string>, size_t> mine_of;
+  // A peer's record is read field by field, each of its type or left out (never a throw).
+  const auto text = [](const ordered_json& o, const char* k) {
+    const auto it = o.find(k);
+    return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  using FaultKey = std::pair<int64_t, std::string>;  // the fault's index, start or end
+  const auto key_of = [&](const ordered_json& o) {
+    const auto it = o.find("fault");
+    return FaultKey{it != o.end() && it->is_number_integer() ? it->get<int64_t>() : -1, text(o, "action")};
+  };
+  std::map<FaultKey, size_t> mine_of;
   if (c.faults.is_array())
     for (const auto& f : c.faults)
-      if (applied_on_every_part(f.value("type", std::string())))
-        ++mine_of[{f.value("fault", int64_t(-1)), f.value("action", std::string())}];
+      if (applied_on_every_part(text(f, "type"))) ++mine_of[key_of(f)];
   for (size_t p = 0; p < all->size(); ++p) {
     if (p == c.parts->index()) continue;
     // A peer's text: bounded in depth before it is parsed (copies and printing recurse).
@@ -562,23 +571,25 @@ Status merge_phase(RunContext& c) {
       return error(Errc::kEnvironment, "part " + std::to_string(p) + " sent figures this machine cannot read");
     merge_metrics(c.metrics, metrics_from_json(far["metrics"]));
     const std::string part = "part " + std::to_string(p) + ": ";
-    if (c.invalid.empty() && !far.value("invalid", std::string()).empty()) c.invalid = part + far.value("invalid", std::string());
+    if (c.invalid.empty() && !text(far, "invalid").empty()) c.invalid = part + text(far, "invalid");
     if (far.contains("faults") && far["faults"].is_array()) {
       if (!c.faults.is_array()) c.faults = ordered_json::array();
-      std::map<std::pair<int64_t, std::string>, size_t> seen;
-      for (auto f : far["faults"]) {
-        if (!f.is_object()) continue;
-        if (applied_on_every_part(f.value("type", std::string()))) {
-          const std::pair<int64_t, std::string> key{f.value("fault", int64_t(-1)), f.value("action", std::string())};
-          const bool same = ++seen[key] <= mine_of[key];
-          if (same && f.value("ok", false)) continue;
-          if (f.contains("error") && f["error"].is_string()) f["error"] = part + f["error"].get<std::string>();
+      std::map<FaultKey, size_t> seen;
+      for (const auto& record : far["faults"]) {
+        if (!record.is_object()) continue;
+        ordered_json f = typed_fault_record(record);
+        if (applied_on_every_part(text(f, "type"))) {
+          const FaultKey key = key_of(f);
+          const auto ok = f.find("ok");
+          if (++seen[key] <= mine_of[key] && ok != f.end() && ok->is_boolean() && ok->get<bool>()) continue;
+          if (!text(f, "error").empty()) f["error"] = part + text(f, "error");
         }
         c.faults.push_back(std::move(f));
       }
     }
-    for (const auto& n : far.value("notes", std::vector<std::string>()))
-      if (notes.insert(n).second) c.notes.push_back(part + n);
+    if (far.contains("notes") && far["notes"].is_array())
+      for (const auto& n : far["notes"])
+        if (n.is_string() && notes.insert(n.get<std::string>()).second) c.notes.push_back(part + n.get<std::string>());
     if (far.contains("files") && far["files"].is_object()) far_files[p] = far["files"];
     if (far_files[p].empty() && !own_files.empty())
       c.notes.push_back(fmt::format("{}its series and pause files stayed on its machine (past {} MB): the merged ones lack "
@@ -586,7 +597,13 @@ Status merge_phase(RunContext& c) {
   }
   if (c.faults.is_array())
     std::stable_sort(c.faults.begin(), c.faults.end(),
-                     [](const ordered_json& a, const ordered_json& b) { return a.value("t_s", 0.0) < b.value("t_s", 0.0); });
+                     [](const ordered_json& a, const ordered_json& b) {
+                       const auto t = [](const ordered_json& o) {  // a peer's: a number or 0
+                         const auto it = o.find("t_s");
+                         return it != o.end() && it->is_number() ? it->get<double>() : 0.0;
+                       };
+                       return t(a) < t(b);
+                     });
   merge_files(c, far_files, own_files);
   c.events->add("merged", {{"parts", all->size()}});
   return ok();

@@ -44,6 +44,22 @@ Result<bool> fault_here(const model::Fault& f, size_t index, const model::Scenar
   return p.part_of[x] == part;
 }
 
+nlohmann::ordered_json typed_fault_record(const nlohmann::ordered_json& f) {
+  using J = nlohmann::ordered_json;
+  J out = J::object();  // the timeline's order
+  const auto keep = [&](const char* k, bool (J::*is)() const noexcept) {
+    if (const auto it = f.find(k); it != f.end() && ((*it).*is)()) out[k] = *it;
+  };
+  keep("t_s", &J::is_number);
+  keep("fault", &J::is_number_integer);
+  for (const char* k : {"type", "target", "action"}) keep(k, &J::is_string);
+  keep("ok", &J::is_boolean);
+  keep("probability", &J::is_number);
+  keep("parameters", &J::is_object);
+  keep("error", &J::is_string);
+  return out;
+}
+
 model::MetricSet metrics_from_json(const nlohmann::ordered_json& j) {
   model::MetricSet m;
   for (const auto& [name, v] : j.items()) {

@@ -32,6 +32,11 @@ inline bool applied_on_every_part(std::string_view type) {
 Result<bool> fault_here(const model::Fault& f, size_t index, const model::Scenario& s, const model::Partition& p,
                         size_t part);
 
+// A peer's fault record as this part's timeline writes one (fault::Timeline::to_json): each
+// known field only if it has its type (results.json, the events series and the merge's sort
+// read them without a check); the rest left out.
+nlohmann::ordered_json typed_fault_record(const nlohmann::ordered_json& f);
+
 // A metric set back from metrics_json (kinds from the registry; names it lacks are skipped).
 model::MetricSet metrics_from_json(const nlohmann::ordered_json& j);
 

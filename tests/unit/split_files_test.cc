@@ -71,3 +71,16 @@ TEST(SplitFaults, LinkAndNodeFaultsRunOnEveryPartOthersWhereTheirNodeIs) {
     EXPECT_NE(mtu.error().what.find("cut between machines"), std::string::npos) << mtu.error().what;
   }
 }
+
+// A peer's fault record (run/split.h, typed_fault_record): each known field only with its
+// type, so the merge's sort and the events series never throw on a part gone wrong.
+TEST(SplitFaults, APeersFaultRecordKeepsOnlyTypedFields) {
+  const auto good = nlohmann::ordered_json::parse(
+      R"({"t_s": 0.001, "fault": 0, "type": "link_flap", "target": "leaf1:spine2", "action": "start", "ok": true,
+          "parameters": {"train_s": [0.001]}})");
+  EXPECT_EQ(rocelab::run::typed_fault_record(good), good) << "a record as the timeline writes it passes whole";
+  const auto bad = nlohmann::ordered_json::parse(
+      R"({"t_s": "soon", "fault": 1.5, "type": 7, "target": "x", "action": ["start"], "ok": "yes", "error": {},
+          "extra": 1, "parameters": []})");
+  EXPECT_EQ(rocelab::run::typed_fault_record(bad), nlohmann::ordered_json::parse(R"({"target": "x"})"));
+}
