@@ -535,11 +535,7 @@ Result<Change> LocalTestbed::fail_link_named(std::string_view target) {
   const std::string node(target.substr(0, colon)), port(colon == std::string_view::npos ? "" : target.substr(colon + 1));
   const size_t x = plan_node(node);
   if (x == SIZE_MAX || port.empty()) return error(Errc::kBadInput, "instance " + instance_ + " has no port '" + std::string(target.substr(0, 64)) + "'");
-  for (size_t li = 0; li < scenario_->links.size(); ++li) {
-    const model::Link& l = scenario_->links[li];
-    if ((l.a.node == x && l.a.ifname == port) || (l.b.node == x && l.b.ifname == port))
-      return fail_link_at(li, "link " + node + ":" + port + " down");
-  }
+  if (const auto li = model::link_at(*scenario_, x, port)) return fail_link_at(*li, "link " + node + ":" + port + " down");
   return error(Errc::kBadInput, "node " + node + " has no port '" + port.substr(0, 64) + "' on a link");
 }
 

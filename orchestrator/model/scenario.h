@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/diagnostics.h"
@@ -343,5 +344,14 @@ struct Scenario {
   // links up to a spine, aggregation or core switch.
   double oversubscription() const;
 };
+
+// The link with an end at port `ifname` of node `node`, by index into s.links; none: nullopt.
+inline std::optional<size_t> link_at(const Scenario& s, size_t node, std::string_view ifname) {
+  for (size_t i = 0; i < s.links.size(); ++i) {
+    const Link& l = s.links[i];
+    if ((l.a.node == node && l.a.ifname == ifname) || (l.b.node == node && l.b.ifname == ifname)) return i;
+  }
+  return std::nullopt;
+}
 
 }  // namespace rocelab::model

@@ -36,11 +36,9 @@ Result<bool> fault_here(const model::Fault& f, size_t index, const model::Scenar
   const std::string which = "fault " + std::to_string(index + 1) + " (" + f.type + " on " + f.target + ")";
   if (applied_on_every_part(f.type)) return true;
   if (f.type == "mtu_mismatch")
-    for (const model::Link& l : s.links)
-      if ((l.a.node == x && l.a.ifname == port) || (l.b.node == x && l.b.ifname == port))
-        if (p.part_of[l.a.node] != p.part_of[l.b.node])
-          return error(Errc::kBadInput, which + ": an MTU mismatch acts on both ends of its link, and this one is cut "
-                                                "between machines");
+    if (const auto li = model::link_at(s, x, port); li && p.part_of[s.links[*li].a.node] != p.part_of[s.links[*li].b.node])
+      return error(Errc::kBadInput, which + ": an MTU mismatch acts on both ends of its link, and this one is cut "
+                                            "between machines");
   return p.part_of[x] == part;
 }
 
