@@ -138,6 +138,14 @@ std::optional<std::string> run_key(const po::variables_map& vm) {
   return key;
 }
 
+// The Slurm job this process runs in ("slurm:ID"), recorded in the state file so the job's
+// epilog can take down what a killed part left (down --slurm-job). Empty outside a job.
+std::string launcher_job() {
+  const char* id = std::getenv("SLURM_JOB_ID");
+  const std::string job = id ? std::string("slurm:") + id : "";
+  return fabric::is_job_name(job) ? job : "";
+}
+
 // --part auto inside a Slurm job step (srun -N M --ntasks-per-node=1) or a pod of the Indexed
 // Job 'rocelab k8s' writes: the part and the count from the launcher, the machines by name,
 // each one's address through the resolver (or --peers, when the underlay is another network
@@ -454,6 +462,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
   const auto retry = retry_invalid(vm);
   if (!retry) return kExitBadInput;
   run::RunOptions opts;
+  opts.job = launcher_job();
   if (vm.count("part") || vm.count("peers")) {
     if (vm.count("vm") || vm.count("model-only")) {
       std::cerr << "rocelab run: --part runs this machine's share of a split fabric; not with --vm or --model-only\n";
@@ -648,6 +657,7 @@ int cmd_up(const po::variables_map& vm, const Globals& g) {
   catch_signals();
   fabric::UpOptions o;
   o.metrics_port = *port;
+  o.job = launcher_job();
   if (vm.count("part") || vm.count("peers")) {
     auto split = split_option(vm, "up");
     if (!split) return kExitBadInput;
@@ -717,7 +727,33 @@ std::optional<std::string> instance_arg(const po::variables_map& vm, const char*
   return std::nullopt;
 }
 
+// down --slurm-job ID: every instance brought up inside that job (a Slurm epilog's line).
+int down_job(const po::variables_map& vm, const Globals& g) {
+  const std::string job = "slurm:" + vm["slurm-job"].as<std::string>();
+  if (vm.count("name") || !fabric::is_job_name(job)) {
+    std::cerr << "rocelab down: --slurm-job takes a Slurm job id (digits, $SLURM_JOB_ID in an epilog) and no NAME\n";
+    return kExitBadInput;
+  }
+  ordered_json out = ordered_json::array();
+  int rc = 0;
+  for (const auto& name : fabric::instances_of_job(job)) {
+    std::string why;
+    auto rep = fabric::down_instance(name, why);
+    if (!rep) {
+      std::cerr << "rocelab down: " << name << ": " << why << "\n";
+      rc = kExitEnvironment;
+      continue;
+    }
+    out.push_back({{"instance", name}, {"was_up", rep->found}, {"namespaces_removed", rep->namespaces}});
+    if (!g.json) std::printf("%s (%s) is down: %zu namespaces removed\n", name.c_str(), job.c_str(), rep->namespaces);
+  }
+  if (g.json) std::cout << out.dump(2) << "\n";
+  else if (out.empty() && rc == 0) std::cout << "no instance of " << job << " is up: nothing to do\n";
+  return rc;
+}
+
 int cmd_down(const po::variables_map& vm, const Globals& g) {
+  if (vm.count("slurm-job")) return down_job(vm, g);
   auto name = instance_arg(vm, "down");
   if (!name) return vm.count("name") ? kExitBadInput : 0;
   std::string why;
@@ -742,6 +778,7 @@ ordered_json status_json(const fabric::InstanceStatus& st) {
   ordered_json j{{"instance", st.instance}, {"state", st.state},     {"pid", st.pid},
                  {"started", st.started},   {"scenario", st.scenario}, {"links", st.links},
                  {"agent", {{"pid", st.agent_pid}, {"running", st.agent_running}}}};
+  if (!st.job.empty()) j["job"] = st.job;
   ordered_json nodes = ordered_json::array();
   for (const auto& n : st.nodes) {
     ordered_json nj{{"node", n.node}, {"namespace", n.netns}, {"present", n.present}};
@@ -1033,6 +1070,7 @@ int cmd_status(const po::variables_map& vm, const Globals& g) {
     std::printf("%s: %s, %zu/%zu namespaces, %zu links, started %s by pid %d from %s\n", st->instance.c_str(),
                 st->state.c_str(), present, st->nodes.size(), st->links, st->started.c_str(), st->pid,
                 st->scenario.c_str());
+    if (!st->job.empty()) std::printf("  inside %s ('rocelab down --slurm-job' in its epilog takes it away)\n", st->job.c_str());
     if (st->state != "up") std::printf("  (an 'up' is running, or was killed: 'rocelab down %s' cleans up)\n", name.c_str());
     if (st->agent_pid)
       std::printf("  agent: pid %d, %s\n", st->agent_pid,
@@ -1299,9 +1337,17 @@ const std::vector<Command>& commands() {
       {"down", "[NAME]", "tear down a running fabric, exactly as its state file recorded it",
        "Replays instance NAME's state file, removing what it records and nothing else, then the\n"
        "state file. Idempotent: an instance that is not up is not an error. Without NAME, the\n"
-       "only instance that is up. Waits for an 'up' of the same instance that is still running.",
-       "sudo rocelab down quickstart",
-       [](po::options_description& d) { d.add_options()("name", po::value<std::string>(), "instance name"); },
+       "only instance that is up. Waits for an 'up' of the same instance that is still running.\n"
+       "--slurm-job ID: every instance an 'up' or 'run' made inside Slurm job ID (its state file\n"
+       "records SLURM_JOB_ID), for the cluster's Epilog: a part killed outright (SIGKILL, a\n"
+       "node's OOM killer) leaves its share up, and the epilog takes it away; other jobs'\n"
+       "fabrics stay (docs/multi-machine.md).",
+       "sudo rocelab down quickstart\n"
+       "  rocelab down --slurm-job \"$SLURM_JOB_ID\"   # in slurm.conf's Epilog script (runs as root)",
+       [](po::options_description& d) {
+         d.add_options()("slurm-job", po::value<std::string>(), "every instance made inside this Slurm job")(
+             "name", po::value<std::string>(), "instance name");
+       },
        cmd_down},
       {"status", "[NAME]", "show running fabrics, their nodes and interfaces",
        "Without NAME, one line per instance that is up. With NAME, every node with its namespace\n"

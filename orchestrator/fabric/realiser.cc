@@ -55,7 +55,7 @@ std::string prefix_of(const std::string& instance) { return "rl-" + instance + "
 // log can still be torn down by an older binary as far as it understands it.
 struct LogEntries {
   bool valid = false;
-  std::string instance, scenario, started;
+  std::string instance, scenario, started, job;
   int pid = 0;
   bool ready = false;
   std::vector<std::pair<std::string, std::string>> netns;  // (namespace, node)
@@ -77,6 +77,7 @@ LogEntries parse_log(const std::vector<std::string>& lines) {
     if (key == "instance") in >> e.instance;
     else if (key == "pid") in >> e.pid;
     else if (key == "started") in >> e.started;
+    else if (key == "job") in >> e.job;
     else if (key == "scenario") std::getline(in >> std::ws, e.scenario);
     else if (key == "ready") e.ready = true;
     else if (key == "netns") {
@@ -256,7 +257,8 @@ std::unique_ptr<Fabric> Fabric::up(const model::Scenario& s, const UpOptions& o,
   for (char& ch : shown)
     if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) ch = '?';
   std::string header = std::string(kMagic) + "\ninstance " + s.name + "\npid " + std::to_string(getpid()) +
-                       "\nstarted " + utc_now() + "\nscenario " + shown + "\n";
+                       "\nstarted " + utc_now() + "\nscenario " + shown + "\n" +
+                       (is_job_name(o.job) ? "job " + o.job + "\n" : "");
   f->log_ = sys::StateLog::create(path, header, why);
   if (!f->log_) {
     if (why.find("exists") != std::string::npos)
@@ -717,6 +719,23 @@ std::vector<std::string> list_instances() {
   return out;
 }
 
+bool is_job_name(const std::string& job) {
+  const std::string kind = "slurm:";
+  if (job.size() <= kind.size() || job.size() > kind.size() + 20 || job.compare(0, kind.size(), kind) != 0) return false;
+  return std::all_of(job.begin() + kind.size(), job.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+std::vector<std::string> instances_of_job(const std::string& job) {
+  std::vector<std::string> out;
+  if (!is_job_name(job)) return out;
+  for (const auto& inst : list_instances()) {
+    std::string why;
+    auto log = sys::StateLog::open(state_path(inst), false, why);
+    if (log && parse_log(log->lines()).job == job) out.push_back(inst);
+  }
+  return out;
+}
+
 namespace {
 
 template <class T, void (*F)(T*)>
@@ -788,6 +807,7 @@ std::optional<InstanceStatus> instance_status(const std::string& instance, bool 
   st.instance = instance;
   st.scenario = e.scenario;
   st.started = e.started;
+  st.job = e.job;
   st.pid = e.pid;
   st.state = e.ready ? "up" : "incomplete";
   st.links = e.veths.size() + e.cuts.size();

@@ -39,6 +39,9 @@ struct UpOptions {
     std::vector<uint32_t> underlay;
   };
   std::optional<Split> split;
+  // The scheduler's job this fabric belongs to ("slurm:ID", from the caller's environment),
+  // recorded so the job's epilog can take away what a killed part left: down_job().
+  std::string job;
 };
 
 // A fabric this process brought up. Destroying the handle leaves the fabric running (it
@@ -108,6 +111,12 @@ std::optional<DownReport> down_instance(const std::string& instance, std::string
 // Instances with a state file.
 std::vector<std::string> list_instances();
 
+// "slurm:" and the job's id (digits): what UpOptions::job may record.
+bool is_job_name(const std::string& job);
+// The instances brought up inside `job` (their state files say so): what a Slurm epilog
+// takes down after a part was killed before it could (`rocelab down --slurm-job ID`).
+std::vector<std::string> instances_of_job(const std::string& job);
+
 struct IfaceStatus {
   std::string name, peer, mac;
   std::string state;       // operstate; settles asynchronously (linkwatch) after a change
@@ -125,6 +134,7 @@ struct NodeStatus {
 };
 struct InstanceStatus {
   std::string instance, scenario, started;
+  std::string job;    // "slurm:ID" when brought up inside that Slurm job, else empty
   std::string state;  // "up", or "incomplete" (an `up` still running, or killed: run down)
   int pid = 0;
   size_t links = 0;

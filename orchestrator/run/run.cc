@@ -179,6 +179,7 @@ Status up_phase(RunContext& c) {
   uo.scenario_record = resolved_json(c.s, false).dump();  // `top` and `inject` attach with it (and recompute what is derived)
   uo.progress = [](const std::string& what) { spdlog::info("up: {}", what); };
   uo.split = c.opts.split;
+  uo.job = c.opts.job;
   auto t = fabric::LocalTestbed::up(c.s, uo);
   if (!t) return Error{t.error().code, "up: " + t.error().what};  // its class as raised (exit_code() maps others to 4)
   c.testbed = std::move(*t);

@@ -944,6 +944,52 @@ class CrashSafety(unittest.TestCase):
               f"{namespaces + 1} kills", file=sys.stderr)
 
 
+    def test_a_slurm_epilog_takes_away_what_a_killed_part_left(self):
+        """Issue 37: a `run` killed outright inside a Slurm job (SIGKILL: no teardown of its
+        own) leaves its fabric up; `down --slurm-job ID`, the job's epilog, takes away every
+        instance made inside that job, from its state file's record, and no other: an `up`
+        of another job and one outside any job stay."""
+        job = str(900000 + PID % 100000)
+        mine, other, outside = self.instance, f"{self.instance}-o", f"{self.instance}-x"
+        run_path = os.path.join(self.tmp, "long.yaml")
+        with open(run_path, "w") as f:  # long enough to be killed mid-run
+            f.write("scale: 1000\nfabric: {type: leaf-spine, spines: 1, leaves: 2, hosts_per_leaf: 2}\n"
+                    "workloads: [{type: incast, hosts: [host2, host3, host4], to: host1, message: 512MB}]\n")
+        try:
+            p = subprocess.Popen([ROCELAB, "run", "--no-report", "--instance", mine, "--out",
+                                  os.path.join(self.tmp, "run"), run_path], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True, env=dict(os.environ, SLURM_JOB_ID=job))
+            deadline = time.monotonic() + 120
+            while p.poll() is None and not self.log_objects()[1] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if p.poll() is not None:
+                self.fail(f"the run ended before it was killed: {p.communicate()[1][-1500:]}")
+            time.sleep(1)  # mid-run: its traffic flowing
+            p.send_signal(signal.SIGKILL)
+            p.communicate(timeout=60)
+            self.assertNotEqual(leftovers(mine), [], "a part killed outright leaves its fabric up")
+            for name, env in ((other, dict(os.environ, SLURM_JOB_ID=str(int(job) + 1))), (outside, None)):
+                r = subprocess.run([ROCELAB, "up", "--instance", name, self.path], capture_output=True, text=True,
+                                   timeout=300, env=env)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            r = rocelab("-j", "status")
+            jobs = {st["instance"]: st.get("job") for st in json.loads(r.stdout)}
+            self.assertEqual((jobs[mine], jobs[other], jobs[outside]), (f"slurm:{job}", f"slurm:{int(job) + 1}", None))
+            r = rocelab("-j", "down", "--slurm-job", job)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual([d["instance"] for d in json.loads(r.stdout)], [mine])
+            self.assertEqual(leftovers(mine), [])
+            for name in (other, outside):
+                self.assertNotEqual(leftovers(name), [], f"{name}: not of job {job}, left up")
+            r = rocelab("down", "--slurm-job", job)  # again: nothing of the job is up
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, f"no instance of slurm:{job} is up: nothing to do"))
+            r = rocelab("down", "--slurm-job", "12a")
+            self.assertEqual(r.returncode, 3, r.stderr)
+        finally:
+            for name in (mine, other, outside):
+                rocelab("down", name)
+                self.assertEqual(leftovers(name), [], name)
+
 @unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")
 class Reliability(unittest.TestCase):
     """Issue 17: what a fault sweep found. A phase that throws, an agent killed mid-run, a
