@@ -8,7 +8,8 @@
 #
 # Usage: images/build.sh [--rocelab BIN] [OUT_DIR]   (default images/out; ~70 MB downloaded once)
 # --rocelab puts that rocelab binary in the image as /usr/bin/rocelab, with the Debian
-# packages of the libraries it links (found through ldd and dpkg -S on this machine).
+# packages of the libraries it links (found through ldd and dpkg -S on this machine), and
+# Slurm's (munge, slurmctld, slurmd, slurm-client): guests that start a split run by srun.
 # Writes OUT_DIR/{vmlinuz, initrd.img, manifest.txt}; manifest.txt lists every package and
 # version that went in. ROCELAB_VM_KERNEL=6.12.115+deb12-amd64 pins the kernel (default: the
 # newest 6.12 the archive offers). Idempotent: an OUT_DIR whose manifest matches is kept.
@@ -38,6 +39,8 @@ if [ -z "$kver" ]; then
 fi
 userland=(busybox-static kmod iproute2 ibverbs-providers perftest rdmacm-utils)
 if [ -n "$rocelab" ]; then
+  # A Slurm cluster of the guests (issue 37): munge, the controller, the node daemon, srun.
+  userland+=(munge slurmctld slurmd slurm-client)
   # Each library the binary links, as the package that ships it (merged /usr: try both paths).
   while read -r lib; do
     real=$(readlink -f "$lib")
@@ -50,7 +53,7 @@ if [ -n "$rocelab" ]; then
   done < <(ldd "$rocelab" | awk '$3 ~ /^\// {print $3}')
 fi
 # Packages whose files nothing in the guest uses (maintainer tooling, PAM, the installer).
-skip='^(debconf|cdebconf|dpkg|adduser|passwd|install-info|tar|libpam.*|libdebian-installer4|libnewt0\.52|libslang2|libtextwrap1|libsemanage.*|libaudit.*)$'
+skip='^(debconf|cdebconf|dpkg|adduser|passwd|install-info|tar|libpam-.*|libdebian-installer4|libnewt0\.52|libslang2|libtextwrap1|libsemanage.*)$'
 mapfile -t pkgs < <(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
   --no-replaces --no-enhances "${userland[@]}" | grep -v '^ ' | grep -v '^<' | sort -u | grep -Ev "$skip")
 pkgs+=("linux-image-$kver-unsigned")
@@ -68,6 +71,8 @@ for deb in "$work"/debs/*.deb; do
 done
 sort -o "$work/manifest.txt" "$work/manifest.txt"
 [ -z "$rocelab" ] || echo "rocelab $(sha256sum "$rocelab" | cut -c1-16)" >> "$work/manifest.txt"
+# This script too: an image made by an older recipe is made again.
+echo "images/build.sh $(sha256sum "$0" | cut -c1-16)" >> "$work/manifest.txt"
 if [ -f "$out/manifest.txt" ] && [ -f "$out/vmlinuz" ] && [ -f "$out/initrd.img" ] && cmp -s "$work/manifest.txt" "$out/manifest.txt"; then
   echo "images/build.sh: $out is up to date"
   exit 0
@@ -112,6 +117,15 @@ for d in bin sbin lib lib64; do
 done
 mkdir -p "$root"/{proc,sys,dev,tmp,run,job,etc}
 echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
+echo "root:x:0:" > "$root/etc/group"
+echo "hosts: files dns" > "$root/etc/nsswitch.conf"
+# /bin/sh, as scripts expect it (Slurm's epilog, srun's `sh -c`): busybox's.
+[ -e "$root/usr/bin/sh" ] || ln -s busybox "$root/usr/bin/sh"
+# Slurm's daemons by the names update-alternatives gives them on an installed system
+# (slurmd starts slurmstepd by that name).
+for f in "$root"/usr/sbin/slurm*-wlm; do
+  [ -e "$f" ] && ln -sfn "$(basename "$f")" "${f%-wlm}"
+done
 [ -z "$rocelab" ] || install -m 755 "$rocelab" "$root/usr/bin/rocelab"
 cat > "$root/init" <<'EOF'
 #!/usr/bin/busybox sh
@@ -123,6 +137,7 @@ $bb mount -t devtmpfs dev /dev
 $bb mount -t tmpfs tmp /tmp
 $bb mount -t tmpfs run /run
 $bb mount -t bpf bpf /sys/fs/bpf 2>/dev/null
+$bb mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null  # slurmd will not start without it
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 # This machine is the testbed's own: rxe hosts may live in its init namespace (before 7.1
 # rxe works nowhere else), which rocelab refuses to do to anybody else's.

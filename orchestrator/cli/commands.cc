@@ -382,7 +382,22 @@ const char* outcome_word(model::Evaluation::Outcome o) {
 
 // SIGINT/SIGTERM/SIGHUP during up or run: the realiser rolls back, the run tears down.
 std::atomic<bool> g_cancel{false};
-void on_signal(int) { g_cancel.store(true); }
+std::atomic<int> g_signal{0};  // which one, for the message: a launcher's SIGTERM reads otherwise as a bare "cancelled"
+void on_signal(int sig) {
+  g_signal.store(sig);
+  g_cancel.store(true);
+}
+
+// "stopped by SIGTERM ..." when a signal ended the run, else empty.
+std::string stopped_by(bool split) {
+  const int sig = g_signal.load();
+  if (sig == 0) return "";
+  const char* abbrev = sigabbrev_np(sig);
+  std::string out = "stopped by SIG" + std::string(abbrev ? abbrev : "?") + "; what it made is down";
+  if (split && sig == SIGTERM)
+    out += " (under srun: the step is ending, as another part failed (srun names it) or the job was cancelled)";
+  return out;
+}
 
 
 // `run --vm`: the scenario inside the project's VM image (run/vm.h); its output and run
@@ -525,6 +540,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     ordered_json j{{"run_dir", rep.run_dir}, {"outcome", rep.outcome}, {"exit_code", rep.exit_code}, {"class", class_name(rep.exit_code)},
                    {"assertions", run::assertions_json(rep.assertions)}};
     if (!rep.error.empty()) j["error"] = rep.error;
+    if (g_signal.load()) j["signal"] = stopped_by(opts.split.has_value());
     std::cout << j.dump(2) << "\n";
     return rep.exit_code;
   }
@@ -538,6 +554,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     }
   }
   if (!rep.error.empty()) std::cerr << "rocelab run: " << rep.error << "\n";
+  if (g_signal.load()) std::cerr << "rocelab run: " << stopped_by(opts.split.has_value()) << "\n";
   if (!rep.run_dir.empty() && !vm.count("no-report")) write_report_of(rep.run_dir);
   if (!rep.run_dir.empty()) std::cout << "run directory: " << rep.run_dir << "\n";
   std::cout << "outcome: " << rep.outcome << " (exit " << rep.exit_code << ")\n";

@@ -100,19 +100,97 @@ def boot(image_dir, job_dir, accel, timeout):
     return p, time.time() - t0
 
 
-# A guest of a fabric split over two (docs/multi-machine.md): its NIC on the underlay (a qemu
-# socket link between the two guests, loopback TCP on this machine), then its part of the
-# run: `rocelab run --part`, which meets the other guest's at part 0's address, brings its
-# share up with VXLAN cut links, and reports the whole run into the shared directory.
-SPLIT_JOB = r"""#!/bin/sh
+# A guest of a fabric split over two (docs/multi-machine.md), started as a Slurm cluster
+# starts it (issue 37): its NIC on the underlay (a qemu socket link between the two guests,
+# loopback TCP on this machine), munge with the cluster's one key, slurmd on both and
+# slurmctld on g0, all from Debian's packages in the image. g0 then runs two job steps with
+# srun, each `rocelab run --part auto` on both nodes: the split run, and a longer one whose
+# part on g1 is killed outright (SIGKILL) once its traffic flows: --kill-on-bad-exit ends
+# the step on g0 too, and the job's epilog (`rocelab down --slurm-job`) takes away what the
+# killed part left. Each guest writes what is left of any fabric into left.txt; g1 stays up
+# until the host says g0 is done (`done` in its job directory).
+SLURM_JOB = r"""#!/bin/sh
 ip() {{ /usr/bin/ip "$@"; }}
+bb=/usr/bin/busybox
 cd /job
 ip link set lo up
 ip link set eth0 mtu 9000 up
 ip addr add {me}/31 dev eth0
-i=0; until /usr/bin/busybox ping -c 1 -W 1 {peer} > /dev/null 2>&1; do i=$((i+1)); [ $i -gt 180 ] && exit 20; done
-ROCELAB_RUN_KEY=the-two-guests-share-this-run-key /usr/bin/rocelab run --no-report --part {part}/2 --peers {peers} --part-wait 600 --scale {scale} --out /job/run split.yaml > run.txt 2>&1
-echo $? > run.rc
+$bb hostname g{part}
+printf '127.0.0.1 localhost\n{under0} g0\n{under1} g1\n' > /etc/hosts
+i=0; until $bb ping -c 1 -W 1 {peer} > /dev/null 2>&1; do i=$((i+1)); [ $i -gt 180 ] && exit 20; done
+mkdir -p /etc/munge /run/munge /var/lib/munge /var/log/munge /var/spool/slurmctld /var/spool/slurmd /var/log/slurm \
+  /sys/fs/cgroup/system.slice
+cp /job/munge.key /etc/munge/munge.key && chmod 700 /etc/munge && chmod 400 /etc/munge/munge.key
+cp /job/slurm.conf /job/cgroup.conf /job/epilog /etc/slurm/ && chmod 755 /etc/slurm/epilog
+/usr/sbin/munged --force || exit 21
+if [ {part} = 0 ]; then /usr/sbin/slurmctld || exit 22; fi
+/usr/sbin/slurmd || exit 23
+left() {{ (ip netns list; ls /run/rocelab 2>/dev/null) > /job/left.txt; }}
+if [ {part} = 0 ]; then
+  i=0; until [ "$(sinfo -h -N -o %t | grep -c '^idle$')" = 2 ]; do i=$((i+1)); [ $i -gt 300 ] && exit 24; sleep 1; done
+  export ROCELAB_RUN_KEY=the-two-guests-share-this-run-key
+  # Each part's output into its own guest's /job (srun's -o would bring both to this one).
+  srun -N2 --ntasks-per-node=1 --kill-on-bad-exit=1 sh -c \
+    '/usr/bin/rocelab run --no-report --part auto --part-wait 600 --scale {scale} --out /job/run /job/split.yaml > /job/run.txt 2>&1; rc=$?; echo $rc > /job/run.rc; exit $rc' \
+    > srun.txt 2>&1
+  echo $? > srun.rc
+  # The wrapper outlives Slurm's SIGTERM (trapped, so rocelab still gets it as it is) to
+  # write down how its part ended.
+  srun -N2 --ntasks-per-node=1 --kill-on-bad-exit=1 sh -c \
+    'trap true TERM; /usr/bin/rocelab run --no-report --part auto --part-wait 600 --scale {scale} --out /job/kill /job/long.yaml > /job/kill.txt 2>&1; rc=$?; echo $rc > /job/kill.rc; exit $rc' \
+    > srun-kill.txt 2>&1
+  echo $? > srun-kill.rc
+  # The jobs' epilogs have run when no node is still completing.
+  i=0; until [ "$(sinfo -h -N -o %t | grep -c '^idle$')" = 2 ] && [ -z "$(squeue -h)" ]; do i=$((i+1)); [ $i -gt 300 ] && break; sleep 1; done
+  sinfo -N > sinfo.txt
+  left
+else
+  # The second step's part here: killed outright once its traffic flows.
+  i=0; until grep -q 'workloads:' /job/kill.txt 2>/dev/null; do i=$((i+1)); [ $i -gt 1500 ] && exit 25; sleep 1; done
+  pid=""
+  for d in /proc/[0-9]*; do
+    case "$($bb tr '\0' ' ' < $d/cmdline 2>/dev/null)" in *"rocelab run "*/job/long.yaml*) pid=${{d#/proc/}};; esac
+  done
+  [ -n "$pid" ] && kill -9 $pid && echo "$pid" > killed.txt
+  i=0; until [ -e /job/done ]; do i=$((i+1)); [ $i -gt 1500 ] && break; sleep 1; done
+  left
+fi
+cp /var/log/slurm/*.log /job/ 2>/dev/null
+exit 0
+"""
+
+# The two guests' cluster: g0 the controller, both compute nodes, everything as root (the
+# guests have no other users); cgroup v2 without systemd; the epilog rocelab documents.
+SLURM_CONF = """ClusterName=rocelab
+SlurmctldHost=g0
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+MpiDefault=none
+MailProg=/bin/true
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/linear
+StateSaveLocation=/var/spool/slurmctld
+SlurmdSpoolDir=/var/spool/slurmd
+SlurmctldLogFile=/var/log/slurm/slurmctld.log
+SlurmdLogFile=/var/log/slurm/slurmd.log
+ReturnToService=2
+MessageTimeout=60
+KillWait=30
+Epilog=/etc/slurm/epilog
+NodeName=g0 NodeAddr={under0} CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1
+NodeName=g1 NodeAddr={under1} CPUs=2 Boards=1 SocketsPerBoard=1 CoresPerSocket=2 ThreadsPerCore=1
+PartitionName=main Nodes=g0,g1 Default=YES MaxTime=INFINITE State=UP
+"""
+CGROUP_CONF = "CgroupPlugin=cgroup/v2\nIgnoreSystemd=yes\n"
+EPILOG = """#!/bin/sh
+# After every job, on every node: what a killed part of it left (docs/multi-machine.md).
+/usr/bin/rocelab down --slurm-job "$SLURM_JOB_ID" >> /var/log/slurm/epilog.log 2>&1
+exit 0
 """
 
 # Issue 22's cut link, shown: an 8-rank ring all-reduce over both leaves and a 3:1 incast from
@@ -127,6 +205,8 @@ workloads:
   - {name: incast, type: incast, hosts: [host5, host6, host7], to: host1, message: 512KB, iterations: 2, start: 1ms}
 expect: [lossless_drops == 0, digest_errors == 0]
 """
+# The step g1's part is killed in: the same fabric and traffic, long enough to be mid-run.
+LONG_SCENARIO = SPLIT_SCENARIO.replace("name: split", "name: long").replace("iterations: 2}", "iterations: 200}")
 
 
 class Vm(unittest.TestCase):
@@ -441,8 +521,9 @@ class Vm(unittest.TestCase):
             shutil.rmtree(job, ignore_errors=True)
 
     def split_run(self, scale, retried=False):
-        """Both guests run their part of SPLIT_SCENARIO at D = `scale`: ([rc, results, run.txt]
-        per part, seconds)."""
+        """The two guests' Slurm cluster runs SLURM_JOB at D = `scale`: per guest, a dict of
+        its job directory's files (run.rc, run.txt, results (parsed), kill.rc, kill.txt,
+        left.txt, ...; None where absent), and the seconds both took."""
         tmp = tempfile.mkdtemp(prefix="rocelab-vm-split-")
         procs, jobs = [], []
         try:
@@ -450,14 +531,19 @@ class Vm(unittest.TestCase):
             with socket.socket() as probe:
                 probe.bind(("127.0.0.1", 0))
                 port = probe.getsockname()[1]
+            munge_key = os.urandom(1024)
             for part in (0, 1):
                 job = os.path.join(tmp, f"part{part}")
                 os.makedirs(job)
-                with open(os.path.join(job, "split.yaml"), "w") as f:
-                    f.write(SPLIT_SCENARIO)
-                with open(os.path.join(job, "job.sh"), "w") as f:
-                    f.write(SPLIT_JOB.format(me=under[part], peer=under[1 - part], part=part, peers=",".join(under),
-                                             scale=scale))
+                files = {"split.yaml": SPLIT_SCENARIO, "long.yaml": LONG_SCENARIO, "cgroup.conf": CGROUP_CONF,
+                         "epilog": EPILOG, "slurm.conf": SLURM_CONF.format(under0=under[0], under1=under[1]),
+                         "job.sh": SLURM_JOB.format(me=under[part], peer=under[1 - part], part=part, under0=under[0],
+                                                    under1=under[1], scale=scale)}
+                for name, text in files.items():
+                    with open(os.path.join(job, name), "w") as f:
+                        f.write(text)
+                with open(os.path.join(job, "munge.key"), "wb") as f:
+                    f.write(munge_key)
                 os.chmod(os.path.join(job, "job.sh"), 0o755)
                 mode = "listen" if part == 0 else "connect"
                 net = ["-netdev", f"socket,id=u,{mode}=127.0.0.1:{port}",
@@ -467,7 +553,10 @@ class Vm(unittest.TestCase):
                 jobs.append(job)
                 time.sleep(2)  # the listening guest's socket first
             t0 = time.time()
-            outs = [p.communicate(timeout=1500)[0] for p in procs]
+            outs = [procs[0].communicate(timeout=1800)[0]]
+            with open(os.path.join(jobs[1], "done"), "w"):  # g0's steps are over: g1 may look and stop
+                pass
+            outs.append(procs[1].communicate(timeout=300)[0])
             seconds = time.time() - t0
             crashed = [part for part, job in enumerate(jobs) if guest_crashed(outs[part], job)]
             if crashed and not retried:
@@ -481,11 +570,16 @@ class Vm(unittest.TestCase):
                     path = os.path.join(job, name)
                     if not os.path.exists(path):
                         return None
-                    with open(path) as f:
+                    with open(path, errors="replace") as f:
                         return f.read()
-                self.assertEqual((read("job.rc") or "").strip(), "0", f"guest {part}:\n{(read('job.log') or outs[part])[-2000:]}")
+                self.assertEqual((read("job.rc") or "").strip(), "0", f"guest {part}:\n{(read('job.log') or outs[part])[-2000:]}"
+                                 f"\n{(read('slurmd.log') or '')[-1500:]}")
+                g = {name: read(name) for name in ("run.rc", "run.txt", "kill.rc", "kill.txt", "left.txt", "srun.txt",
+                                                    "srun.rc", "srun-kill.txt", "srun-kill.rc", "killed.txt", "sinfo.txt",
+                                                    "epilog.log", "slurmd.log", "slurmctld.log")}
                 res = read(os.path.join("run", "results.json"))
-                got.append(((read("run.rc") or "").strip(), json.loads(res) if res else None, read("run.txt") or ""))
+                g["results"] = json.loads(res) if res else None
+                got.append(g)
             return got, seconds
         finally:
             for p in procs:
@@ -493,11 +587,15 @@ class Vm(unittest.TestCase):
                     p.kill()
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def test_two_guests_carry_one_run_over_cut_links_as_one_machine_does(self):
-        """Issue 22 (multi-machine): one scenario split over two guests, each a kernel of its
-        own: `rocelab run --part I/2` in each, the two leaves' uplinks to the other guest's
-        spine VXLAN ports over the guests' underlay. Both report the whole run alike, and its
-        physical figures are this machine's for the same scenario, within run-to-run noise."""
+    def test_srun_starts_one_run_over_two_guests_as_one_machine_does(self):
+        """Issues 22 and 37: one scenario split over two guests, each a kernel of its own and a
+        Slurm node (munge, slurmd; slurmctld on g0, from Debian's packages): `srun -N2
+        --ntasks-per-node=1 rocelab run --part auto` gives each task its part and peers from
+        the step; the two leaves' uplinks reach the other guest's spine by VXLAN over the
+        guests' underlay. Both report the whole run alike, and its physical figures are this
+        machine's for the same scenario, within run-to-run noise. A second step's part on g1
+        killed outright ends the step on g0 with the reason (--kill-on-bad-exit), and the
+        job's epilog leaves nothing up on either guest."""
         if not ROCELAB:
             self.skipTest("no --rocelab: the image carries no rocelab binary")
         # D = 40000, not 20000: each lock-step round of the ring ends with a message between the
@@ -505,18 +603,37 @@ class Vm(unittest.TestCase):
         # ring read 11.64-12.19 GB/s against 12.33 (a fresh machine 10.32): outside 5 % at
         # times; at D = 40000 12.30. The figure is only physical where that cost is small.
         scale = 40000
-        parts, seconds = self.split_run(scale)
-        if any(rc == "2" for rc, _, _ in parts):  # TCG fell behind (exit 2, the reason said): once more at 2 x D
+        guests, seconds = self.split_run(scale)
+        if any((g["run.rc"] or "").strip() == "2" for g in guests):  # TCG fell behind (exit 2, the reason said): once more at 2 x D
             retries.record(f"vm {self._testMethodName}", f"split run invalid at D = {scale}: "
-                           f"{'; '.join(t[-200:] for _, _, t in parts)}; again at {2 * scale}")
+                           f"{'; '.join((g['run.txt'] or '')[-200:] for g in guests)}; again at {2 * scale}")
             scale *= 2
-            parts, seconds = self.split_run(scale)
-        for part, (rc, res, text) in enumerate(parts):
-            self.assertEqual(rc, "0", f"part {part}:\n{text[-3000:]}")
+            guests, seconds = self.split_run(scale)
+        g0, g1 = guests
+        self.assertEqual((g0["srun.rc"] or "").strip(), "0", f"srun:\n{g0['srun.txt']}\n{g0['slurmctld.log'][-1500:]}")
+        for part, g in enumerate(guests):
+            text, res = g["run.txt"] or "", g["results"]
+            self.assertEqual((g["run.rc"] or "").strip(), "0", f"part {part}:\n{text[-3000:]}")
+            self.assertIn(f"--part auto: part {part} of 2 (Slurm step on 2 nodes", text)
             self.assertEqual(res["split"]["part"], part)
             self.assertTrue(res["split"]["signed"], "ROCELAB_RUN_KEY: every rendezvous frame signed")
             self.assertIn(f"part {part} of 2: meeting the other parts", text)
             self.assertEqual((res["metrics"]["host_pairs"], res["metrics"]["reachable_pairs"]), (56, 56))
+        # The second step: g1's part killed outright mid-run; the step ends on both guests.
+        self.assertIsNotNone(g1["killed.txt"], f"g1 never saw its part's traffic:\n{(g1['kill.txt'] or '')[-1500:]}")
+        self.assertNotEqual((g0["srun-kill.rc"] or "").strip(), "0", g0["srun-kill.txt"])
+        self.assertRegex(g0["srun-kill.txt"], r"g1: task 1: (Killed|Exited with exit code 137)", "srun names the part that died")
+        kill0 = g0["kill.txt"] or ""
+        self.assertNotIn((g0["kill.rc"] or "").strip(), ("", "0"), f"part 0 went on:\n{kill0[-2000:]}")
+        self.assertIn("rocelab run: stopped by SIGTERM; what it made is down (under srun: the step is ending", kill0)
+        print(f"vm: part 0 after part 1 was killed (exit {(g0['kill.rc'] or '').strip()}):\n{kill0[-1500:]}", file=sys.stderr)
+        for part, g in enumerate(guests):
+            self.assertIsNotNone(g["left.txt"], f"guest {part} did not look")
+            self.assertEqual(g["left.txt"].strip(), "", f"guest {part} left a fabric up:\n"
+                             f"{g['left.txt']}\nepilog: {g['epilog.log']}")
+        self.assertIn("long (slurm:", g1["epilog.log"] or "", "g1's epilog took the killed part's share away")
+        self.assertNotIn("drain", (g0["sinfo.txt"] or "").lower(), g0["sinfo.txt"])
+        parts = [((g["run.rc"] or "").strip(), g["results"], g["run.txt"] or "") for g in guests]
         a, b = parts[0][1], parts[1][1]
         self.assertEqual(a["workloads"]["flows"], b["workloads"]["flows"])
         # The same scenario on this machine, at the same D.
