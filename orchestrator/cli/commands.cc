@@ -1621,6 +1621,8 @@ void kinds_help(std::ostream& out) {
   for (const auto& k : fault::kinds().all()) out << fmt::format("  {:<12} {}\n", k.type, k.summary);
   out << "RDMA backends (hosts: {engine: ...}):\n";
   for (const auto& b : workload::backends().all()) out << fmt::format("  {:<12} {}\n", b.type, b.summary);
+  out << "links (chosen per link by the realiser):\n";
+  for (const auto& k : fabric::Fabric::link_kinds()) out << fmt::format("  {:<12} {}\n", k.type, k.summary);
   out << "telemetry sinks (every run):\n";
   for (const auto& t : telemetry::sinks().all()) out << fmt::format("  {:<14} {}\n", t.type, t.summary);
 }

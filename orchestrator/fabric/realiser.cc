@@ -60,12 +60,18 @@ struct LogEntries {
   bool ready = false;
   std::vector<std::pair<std::string, std::string>> netns;  // (namespace, node)
   std::vector<std::string> wire_netns;                     // delayed links' middles (no node)
-  std::vector<std::array<std::string, 4>> veths;           // ns a, if a, ns b, if b
-  std::vector<std::array<std::string, 4>> cuts;            // ns, if, NODE:IF at the far end, its machine
+  // Each link's record, by its kind (the record's four fields are the kind's to read).
+  std::vector<std::pair<const Fabric::LinkKind*, std::array<std::string, 4>>> links;
   std::vector<std::pair<int, uint64_t>> procs;             // (pid, start time)
   std::vector<std::string> files;
   std::vector<int> init_tables;  // routing tables (and their rules) of hosts in the init namespace
 };
+
+const Fabric::LinkKind* link_kind_of_record(const std::string& key) {
+  for (const Fabric::LinkKind& k : Fabric::link_kinds())
+    if (k.record == key) return &k;
+  return nullptr;
+}
 
 LogEntries parse_log(const std::vector<std::string>& lines) {
   LogEntries e;
@@ -84,9 +90,9 @@ LogEntries parse_log(const std::vector<std::string>& lines) {
       std::string ns, node;
       in >> ns >> node;
       e.netns.emplace_back(ns, node);
-    } else if (key == "cut") {  // a cut link's local end (a VXLAN port); the namespace goes with it
-      std::array<std::string, 4> c;
-      if (in >> c[0] >> c[1] >> c[2] >> c[3]) e.cuts.push_back(c);
+    } else if (const Fabric::LinkKind* k = link_kind_of_record(key)) {  // the namespaces take links away
+      std::array<std::string, 4> f;
+      if (in >> f[0] >> f[1] >> f[2] >> f[3]) e.links.emplace_back(k, f);
     } else if (key == "wirens") {
       std::string ns;
       if (in >> ns) e.wire_netns.push_back(ns);
@@ -103,12 +109,6 @@ LogEntries parse_log(const std::vector<std::string>& lines) {
     } else if (key == "file") {
       std::string f;
       if (in >> f) e.files.push_back(f);
-    } else if (key == "veth") {
-      std::array<std::string, 4> v;
-      in >> v[0] >> v[1] >> v[2] >> v[3];
-      for (int k : {0, 2})
-        if (v[k] == "-") v[k].clear();  // the init namespace
-      e.veths.push_back(v);
     }
   }
   return e;
@@ -190,6 +190,9 @@ bool replay(const LogEntries& e, const std::string& instance, DownReport& rep, s
   }
   return ok;
 }
+
+// A node's namespace as a link record names it ("-": the machine's own).
+std::string ns_record(const NodePlan& np) { return np.in_init ? std::string("-") : np.netns; }
 
 // A wire device's MAC: locally administered, never a port's (02:...); nothing is ever
 // addressed to it.
@@ -322,13 +325,16 @@ bool Fabric::build(const UpOptions& o, std::string& why) {
   sys::raise_fd_limit();
   plan_link_delay();  // before the programs: the headroom they are given counts the delay
   // The port programs load first: a kernel that refuses them fails before anything is made.
-  if (!load_programs(why) || !make_namespaces(st) || !make_wire(st) || !make_veths(st) || !make_cuts(st)) return false;
+  if (!load_programs(why) || !make_namespaces(st)) return false;
+  for (const LinkKind& k : link_kinds())
+    if (!(this->*k.make)(st)) return false;
   for (size_t x = 0; x < plan_.nodes.size(); ++x) {
     if (!plan_.part.has(x)) continue;
     if (!configure_node(x, why) || st.cancelled()) return false;
     st.report("addresses and routes of " + std::to_string(x + 1) + "/" + std::to_string(plan_.nodes.size()) + " nodes");
   }
-  if (!configure_wire(why)) return false;
+  for (const LinkKind& k : link_kinds())
+    if (k.configure && !(this->*k.configure)(why)) return false;
   up_seconds_ = since(t0);
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.3f", up_seconds_);
@@ -400,11 +406,20 @@ void Fabric::plan_link_delay() {
                    "; PFC headroom counts their round trip";
 }
 
-// The wire namespace, logged before it is made (`down` removes it after the nodes').
-// IPv6 off before any device: nothing of its own may leave toward a port.
-bool Fabric::make_wire(Steps& st) {
+// Delayed links: the wire namespace, then each link as two veth pairs through it (a's port
+// to the wire, the wire to b's port), netem on the wire's devices (configure_wire). The
+// namespace and the links are logged before any is made (`down` removes the namespace after
+// the nodes'); IPv6 off in it before any device: nothing of its own may leave toward a port.
+bool Fabric::make_delayed(Steps& st) {
   if (plan_.wire.netns.empty()) return true;
-  if (st.cancelled() || !log_->append({"wirens " + plan_.wire.netns}, st.why)) return false;
+  std::vector<std::string> lines{"wirens " + plan_.wire.netns};
+  for (const WirePlan::Link& l : plan_.wire.links) {
+    const VethPlan& v = plan_.veths[l.link];
+    const NodePlan &a = plan_.nodes[v.a_node], &b = plan_.nodes[v.b_node];
+    lines.push_back("delayed " + ns_record(a) + " " + a.ports[v.a_port].ifname + " " + ns_record(b) + " " +
+                    b.ports[v.b_port].ifname);
+  }
+  if (st.cancelled() || !log_->append(lines, st.why)) return false;
   auto inside = [&](std::string& w) {
     netlink::Status ns;
     wire_.rtnl = netlink::RouteSocket::open(ns);
@@ -419,7 +434,30 @@ bool Fabric::make_wire(Steps& st) {
   if (!fd) return st.why = plan_.wire.netns + ": " + st.why, false;
   wire_.netns = std::move(*fd);
   wire_prog_ = bpf::WireProgram::load(st.why);
-  return wire_prog_ != nullptr;
+  if (!wire_prog_) return false;
+  // a's halves, made from a's namespace with the wire end put straight into the wire's.
+  std::map<size_t, std::vector<size_t>> by_node;  // a node -> its delayed links
+  for (size_t w = 0; w < plan_.wire.links.size(); ++w) by_node[plan_.veths[plan_.wire.links[w].link].a_node].push_back(w);
+  for (const auto& [x, links] : by_node) {
+    netlink::Batch b(*nodes_[x].rtnl);
+    for (size_t w : links) {
+      const PortPlan& pa = plan_.nodes[x].ports[plan_.veths[plan_.wire.links[w].link].a_port];
+      b.add_veth({pa.ifname, WirePlan::device(w, false), pa.ifindex, WirePlan::ifindex(w, false), pa.mac, wire_mac(w, false),
+                  pa.mtu, wire_.netns.get()});
+    }
+    if (auto r = b.flush(); !r.ok()) return st.why = plan_.nodes[x].node + ": " + r.text, false;
+    if (st.cancelled()) return false;
+  }
+  // b's halves, made from the wire namespace with the far end put straight into b's.
+  netlink::Batch b(*wire_.rtnl);
+  for (size_t w = 0; w < plan_.wire.links.size(); ++w) {
+    const VethPlan& v = plan_.veths[plan_.wire.links[w].link];
+    const PortPlan& pb = plan_.nodes[v.b_node].ports[v.b_port];
+    b.add_veth({WirePlan::device(w, true), pb.ifname, WirePlan::ifindex(w, true), pb.ifindex, wire_mac(w, true), pb.mac,
+                pb.mtu, nodes_[v.b_node].netns.get()});
+  }
+  if (auto r = b.flush(); !r.ok()) return st.why = plan_.wire.netns + ": " + r.text, false;
+  return true;
 }
 
 // The wire's devices up, each with its netem delay toward its end, and the wire program
@@ -494,49 +532,34 @@ bool Fabric::make_namespaces(Steps& st) {
   return true;
 }
 
-// Veth pairs: each made from its a-end's namespace with the peer placed straight into the
-// b-end's, so no port ever exists in the machine's own namespace.
+// Veth pairs (links without delay, both ends on this machine): each made from its a-end's
+// namespace with the peer placed straight into the b-end's, so no port ever exists in the
+// machine's own namespace.
 bool Fabric::make_veths(Steps& st) {
+  const auto plain = [&](const VethPlan& v) { return v.wire < 0 && plan_.part.has(v.a_node) && plan_.part.has(v.b_node); };
   std::vector<std::string> lines;
   for (const VethPlan& v : plan_.veths) {
-    if (!plan_.part.has(v.a_node) || !plan_.part.has(v.b_node)) continue;  // cut, or another machine's
+    if (!plain(v)) continue;  // delayed, cut, or another machine's
     const NodePlan &a = plan_.nodes[v.a_node], &b = plan_.nodes[v.b_node];
-    const auto ns = [](const NodePlan& np) { return np.in_init ? std::string("-") : np.netns; };
-    lines.push_back("veth " + ns(a) + " " + a.ports[v.a_port].ifname + " " + ns(b) + " " + b.ports[v.b_port].ifname);
+    lines.push_back("veth " + ns_record(a) + " " + a.ports[v.a_port].ifname + " " + ns_record(b) + " " + b.ports[v.b_port].ifname);
   }
   if (st.cancelled() || !log_->append(lines, st.why)) return false;
   const size_t n = plan_.nodes.size();
   std::vector<std::vector<const VethPlan*>> by_node(n);  // by the namespace that makes them
   for (const VethPlan& v : plan_.veths)
-    if (plan_.part.has(v.a_node) && plan_.part.has(v.b_node)) by_node[v.a_node].push_back(&v);
+    if (plain(v)) by_node[v.a_node].push_back(&v);
   for (size_t x = 0; x < n; ++x) {
     if (by_node[x].empty()) continue;
     netlink::Batch b(*nodes_[x].rtnl);
     for (const VethPlan* v : by_node[x]) {
       const PortPlan& pa = plan_.nodes[x].ports[v->a_port];
       const PortPlan& pb = plan_.nodes[v->b_node].ports[v->b_port];
-      if (v->wire < 0) {
-        b.add_veth({pa.ifname, pb.ifname, pa.ifindex, pb.ifindex, pa.mac, pb.mac, pa.mtu, nodes_[v->b_node].netns.get()});
-        continue;
-      }
-      const auto w = size_t(v->wire);
-      b.add_veth({pa.ifname, WirePlan::device(w, false), pa.ifindex, WirePlan::ifindex(w, false), pa.mac, wire_mac(w, false),
-                  pa.mtu, wire_.netns.get()});
+      b.add_veth({pa.ifname, pb.ifname, pa.ifindex, pb.ifindex, pa.mac, pb.mac, pa.mtu, nodes_[v->b_node].netns.get()});
     }
     if (auto r = b.flush(); !r.ok()) return st.why = plan_.nodes[x].node + ": " + r.text, false;
     if (st.cancelled()) return false;
     st.report("links of " + std::to_string(x + 1) + "/" + std::to_string(n) + " nodes");
   }
-  // A delayed link's b half: made from the wire namespace, its far end put straight into b's.
-  if (plan_.wire.netns.empty()) return true;
-  netlink::Batch b(*wire_.rtnl);
-  for (size_t w = 0; w < plan_.wire.links.size(); ++w) {
-    const VethPlan& v = plan_.veths[plan_.wire.links[w].link];
-    const PortPlan& pb = plan_.nodes[v.b_node].ports[v.b_port];
-    b.add_veth({WirePlan::device(w, true), pb.ifname, WirePlan::ifindex(w, true), pb.ifindex, wire_mac(w, true), pb.mac,
-                pb.mtu, nodes_[v.b_node].netns.get()});
-  }
-  if (auto r = b.flush(); !r.ok()) return st.why = plan_.wire.netns + ": " + r.text, false;
   return true;
 }
 
@@ -581,6 +604,32 @@ bool Fabric::make_cuts(Steps& st) {
   }
   if (auto r = b.flush(); !r.ok()) return st.why = r.text, false;
   return true;
+}
+
+const std::vector<Fabric::LinkKind>& Fabric::link_kinds() {
+  // veth and delayed records: a's namespace and port, b's ("-": the machine's own namespace).
+  static const auto both_ends = [](const std::array<std::string, 4>& f, const std::map<std::string, std::string>& node_of,
+                                   LinkKind::Peers& out) {
+    const auto ns = [&](size_t k) { return f[k] == "-" ? std::string() : f[k]; };
+    const auto node = [&](size_t k) {
+      auto it = node_of.find(ns(k));
+      return it == node_of.end() ? std::string("?") : it->second;
+    };
+    out[ns(0)][f[1]] = node(2) + ":" + f[3];
+    out[ns(2)][f[3]] = node(0) + ":" + f[1];
+  };
+  // A cut link's record: its namespace and port, NODE:PORT at the far end, that machine.
+  static const auto far_end = [](const std::array<std::string, 4>& f, const std::map<std::string, std::string>&,
+                                 LinkKind::Peers& out) { out[f[0]][f[1]] = f[2] + " (VXLAN to " + f[3] + ")"; };
+  static const std::vector<LinkKind> kinds = {
+      {"veth", "a veth pair between two nodes' namespaces (a link without delay:)", "veth", &Fabric::make_veths,
+       nullptr, both_ends},
+      {"delayed", "two veth pairs through the wire namespace, netem on each way (a link with delay:)", "delayed",
+       &Fabric::make_delayed, &Fabric::configure_wire, both_ends},
+      {"vxlan", "a VXLAN port toward another machine's end (a link cut by --part)", "cut", &Fabric::make_cuts, nullptr,
+       far_end},
+  };
+  return kinds;
 }
 
 // A node's addresses, neighbours, routes, rules and schedulers in one batch; then its port
@@ -810,19 +859,15 @@ std::optional<InstanceStatus> instance_status(const std::string& instance, bool 
   st.job = e.job;
   st.pid = e.pid;
   st.state = e.ready ? "up" : "incomplete";
-  st.links = e.veths.size() + e.cuts.size();
+  st.links = e.links.size();
   if (!e.procs.empty()) {
     st.agent_pid = e.procs.front().first;
     st.agent_running = sys::process_starttime(st.agent_pid) == e.procs.front().second;
   }
-  std::map<std::string, std::map<std::string, std::string>> peers;  // ns -> if -> "node:if"
+  Fabric::LinkKind::Peers peers;
   std::map<std::string, std::string> node_of;
   for (const auto& [ns, node] : e.netns) node_of[ns] = node;
-  for (const auto& v : e.veths) {
-    peers[v[0]][v[1]] = node_of[v[2]] + ":" + v[3];
-    peers[v[2]][v[3]] = node_of[v[0]] + ":" + v[1];
-  }
-  for (const auto& c : e.cuts) peers[c[0]][c[1]] = c[2] + " (VXLAN to " + c[3] + ")";
+  for (const auto& [kind, f] : e.links) kind->peers(f, node_of, peers);
   for (const auto& [ns, node] : e.netns) {
     NodeStatus n;
     n.node = node;

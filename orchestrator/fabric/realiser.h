@@ -4,9 +4,11 @@
 // `down` replays it after anything, including `up` killed with SIGKILL at any instant.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +67,22 @@ class Fabric {
   const std::string& agent_socket() const { return agent_socket_; }
   const bpf::PortPrograms& programs() const { return *progs_; }
 
+  // The kinds of link a fabric is made of, one registry as fault and workload kinds are
+  // (link_kinds() in realiser.cc): each makes its links of the plan after the namespaces,
+  // its own state-file records (four fields each) written first, configures them once the
+  // nodes are, and says for `status` what each end of its record is joined to.
+  struct Steps;  // the progress and cancellation of one `up`
+  struct LinkKind {
+    using Peers = std::map<std::string, std::map<std::string, std::string>>;  // ns -> if -> what it reaches
+    std::string type;
+    std::string summary;  // for `rocelab help kinds`
+    std::string record;   // the key of its state-file lines
+    bool (Fabric::*make)(Steps&);
+    bool (Fabric::*configure)(std::string&);  // nullptr: made whole
+    void (*peers)(const std::array<std::string, 4>& f, const std::map<std::string, std::string>& node_of, Peers& out);
+  };
+  static const std::vector<LinkKind>& link_kinds();
+
  private:
   struct NodeHandles {
     sys::Fd netns;
@@ -72,14 +90,13 @@ class Fabric {
     sys::Fd inet;  // for the ethtool ioctl
   };
   Fabric(std::string instance, KernelPlan plan) : instance_(std::move(instance)), plan_(std::move(plan)) {}
-  struct Steps;
   bool build(const UpOptions& o, std::string& why);
   bool load_programs(std::string& why);
   bool make_namespaces(Steps& st);
-  bool make_veths(Steps& st);
-  bool make_cuts(Steps& st);
+  bool make_veths(Steps& st);    // link kind veth
+  bool make_delayed(Steps& st);  // link kind delayed (the wire namespace, netem)
+  bool make_cuts(Steps& st);     // link kind vxlan (a cut link's local end)
   void plan_link_delay();
-  bool make_wire(Steps& st);
   bool configure_node(size_t x, std::string& why);
   bool configure_wire(std::string& why);
   bool start_agent(const UpOptions& o, std::string& why);

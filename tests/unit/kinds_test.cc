@@ -5,6 +5,7 @@
 #include <set>
 
 #include "fabric/kernel_plan.h"
+#include "fabric/realiser.h"
 #include "run/kinds.h"
 #include "test_util.h"
 #include "workload/backend.h"
@@ -145,6 +146,30 @@ TEST(Kinds, AFaultTypeNotBuiltSaysWhichAre) {
   EXPECT_NE(e[0].find("fault type 'los' is not built in this rocelab (did you mean 'loss'?) (built: loss, corruption, link_down, link_flap, node_crash, pfc_off, ecn_off, dscp_remap, slow_receiver, mtu_mismatch, pause_storm)"),
             std::string::npos)
       << e[0];
+}
+
+// The link kinds (issue 37): one registry, each kind its own state-file record, read back
+// for `status` as what each end reaches.
+TEST(LinkKinds, EachKindHasItsOwnRecordAndSaysWhatItsEndsReach) {
+  std::map<std::string, const fabric::Fabric::LinkKind*> by_type;
+  std::set<std::string> records;
+  for (const auto& k : fabric::Fabric::link_kinds()) {
+    by_type[k.type] = &k;
+    EXPECT_TRUE(records.insert(k.record).second) << k.record;
+    EXPECT_NE(k.make, nullptr) << k.type;
+    EXPECT_FALSE(k.summary.empty()) << k.type;
+  }
+  ASSERT_EQ(by_type.size(), 3u);
+  ASSERT_TRUE(by_type.count("veth") && by_type.count("delayed") && by_type.count("vxlan"));
+  EXPECT_EQ(by_type["veth"]->configure, nullptr);
+  EXPECT_NE(by_type["delayed"]->configure, nullptr);  // netem and the wire program, after the nodes
+  const std::map<std::string, std::string> node_of{{"", "host1"}, {"rl-k.leaf1", "leaf1"}};
+  fabric::Fabric::LinkKind::Peers peers;
+  by_type["veth"]->peers({"-", "eth0", "rl-k.leaf1", "swp1"}, node_of, peers);  // "-": the machine's own namespace
+  EXPECT_EQ(peers[""]["eth0"], "leaf1:swp1");
+  EXPECT_EQ(peers["rl-k.leaf1"]["swp1"], "host1:eth0");
+  by_type["vxlan"]->peers({"rl-k.leaf1", "swp3", "spine2:swp1", "10.9.0.2"}, node_of, peers);
+  EXPECT_EQ(peers["rl-k.leaf1"]["swp3"], "spine2:swp1 (VXLAN to 10.9.0.2)");
 }
 
 }  // namespace
