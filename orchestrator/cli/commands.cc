@@ -393,7 +393,7 @@ std::string stopped_by(bool split) {
   const int sig = g_signal.load();
   if (sig == 0) return "";
   const char* abbrev = sigabbrev_np(sig);
-  std::string out = "stopped by SIG" + std::string(abbrev ? abbrev : "?") + "; what it made is down";
+  std::string out = "stopped by SIG" + std::string(abbrev ? abbrev : "?");
   if (split && sig == SIGTERM)
     out += " (under srun: the step is ending, as another part failed (srun names it) or the job was cancelled)";
   return out;

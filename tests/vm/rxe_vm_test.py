@@ -625,7 +625,7 @@ class Vm(unittest.TestCase):
         self.assertRegex(g0["srun-kill.txt"], r"g1: task 1: (Killed|Exited with exit code 137)", "srun names the part that died")
         kill0 = g0["kill.txt"] or ""
         self.assertNotIn((g0["kill.rc"] or "").strip(), ("", "0"), f"part 0 went on:\n{kill0[-2000:]}")
-        self.assertIn("rocelab run: stopped by SIGTERM; what it made is down (under srun: the step is ending", kill0)
+        self.assertIn("rocelab run: stopped by SIGTERM (under srun: the step is ending", kill0)
         print(f"vm: part 0 after part 1 was killed (exit {(g0['kill.rc'] or '').strip()}):\n{kill0[-1500:]}", file=sys.stderr)
         for part, g in enumerate(guests):
             self.assertIsNotNone(g["left.txt"], f"guest {part} did not look")
