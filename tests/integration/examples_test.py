@@ -38,6 +38,8 @@ SKIPPED = {
     "kubectl": "needs a Kubernetes cluster: k8s_test.py validates rocelab k8s's manifests against the API's models",
     "lab check": "grades a learner's copy: a starting file fails (exit 1) by design; lab_test.py checks every lab's "
                  "starting file and solution",
+    "down --slurm-job": "a Slurm epilog's line (Slurm sets SLURM_JOB_ID): fabric_test.py CrashSafety runs it on a "
+                        "run killed inside a job, and the vm tier's two-guest cluster as its epilog",
     "run --part": "needs the machines its --peers name: fabric_test.py Split runs run --part with two namespaces "
                   "standing for them, and the vm tier with two guests",
 }
