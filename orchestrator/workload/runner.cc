@@ -418,10 +418,12 @@ void Session::sample(Nanos now) {
         f.delivered_trace.push_back({double(now - t0_) / 1e9, delivered});
         continue;
       }
-      // Every period while the flow runs, and once when it has finished (all it delivered).
-      if (f.trace_closed || f.r.rate_trace.size() >= kTraceMax) continue;
+      // Every period while the flow runs (at most kTraceMax points), and once when it has
+      // finished (all it delivered), whatever the cap: a trace must end at its flow's end
+      // (a flow of 1.3 ms at D = 16,000 is 2,080 points of 10 ms of wall clock).
+      if (f.trace_closed) continue;
       if (f.finished >= 0) f.trace_closed = true;
-      else if (!due) continue;
+      else if (!due || f.r.rate_trace.size() >= kTraceMax) continue;
       FlowResult::TracePoint p{double((f.finished >= 0 ? f.finished : now) - t0_) / 1e9, 0, 0};
       for (auto& q : f.qps) {
         const auto req = b_.qp_counters(q.req);

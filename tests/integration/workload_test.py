@@ -257,6 +257,28 @@ def ring_efficiency(res):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class Trace(InTempDir):
+    def test_a_flows_rate_trace_ends_at_its_completion_past_the_point_cap(self):
+        """A flow's rate trace keeps at most 2,000 periodic points, and always its closing one,
+        all it delivered at its end: AtTwiceD reads each flow's completion from it, and CI's
+        retry at D = 16,000 made flows of 2,080 points whose closing point the cap dropped
+        (10 ms of wall clock a point). Here 1 us a point: a 3.2 ms flow is ~3,200."""
+        path = os.path.join(self.tmp, "trace.yaml")
+        with open(path, "w") as f:
+            f.write(f"name: tr{os.getpid() % 10000}\nseed: 1\nscale: 1000\ntelemetry: {{interval: 1us}}\n"
+                    "fabric: {type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 2}\n"
+                    "workloads: [{name: w, type: write_bw, from: host1, to: host2, message: 40MB, iterations: 1}]\n")
+        r, res = run(path, os.path.join(self.tmp, "trace"), slow_ok=True)
+        self.assertIn(r.returncode, (0, 2), r.stderr[-2000:])
+        fl = res["workloads"]["flows"][0]
+        rows = fl["rate_trace"]["rows"]
+        self.assertEqual(len(rows), 2001, "the cap's 2,000 periodic points, then the closing one")
+        t, _, delivered = rows[-1]
+        self.assertEqual(delivered, fl["bytes"])
+        self.assertEqual(fl["bytes"], 40 << 20)
+        self.assertAlmostEqual(t, fl["start_s"] + fl["fct_s"], delta=2e-6)
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
 class Overload(InTempDir):
     """Issue 22, done-when 3: an overloaded run is exit 2 naming what fell behind, never a
     failed assertion. The 8-rank ring all-reduce at D = 100 asks ten times what the engine
