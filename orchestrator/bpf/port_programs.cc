@@ -62,6 +62,12 @@ uint64_t Counters::paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const 
   return total + (since && now_ns > since ? now_ns - since : 0);
 }
 
+bool Counters::paused_now(size_t slot, uint32_t prio) const {
+  const size_t i = rl_queue_key(uint32_t(slot), prio);
+  if (!base_ || i >= entries_) return false;
+  return __atomic_load_n(&(static_cast<const rl_counters*>(base_) + i)->paused_since_ns, __ATOMIC_RELAXED) != 0;
+}
+
 Counters::~Counters() {
   if (base_) munmap(base_, length_);
   if (fd_ >= 0) close(fd_);

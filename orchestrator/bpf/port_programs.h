@@ -39,6 +39,8 @@ class Counters {
   uint64_t take_peak(size_t slot, uint32_t prio);
   // Time `slot`/`prio` spent paused up to `now_ns` (a pause in force included).
   uint64_t paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const;
+  // True while a received pause holds `slot`/`prio` (the agent's pause clock has begun).
+  bool paused_now(size_t slot, uint32_t prio) const;
 
  private:
   int fd_;

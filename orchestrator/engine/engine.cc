@@ -122,6 +122,12 @@ struct Engine::Qp {
   double allowed_bytes = 0;
   uint64_t paced_bytes = 0, data_wire_bytes = 0;
   uint64_t send_blocked = 0;
+  // PFC on its NIC's priority, when the fabric can say (empty: it cannot, and the host's full
+  // queue is the only sign). While it holds, no data is built: packets put into a paused
+  // host's queue would leave together at line rate on XON, each resume a burst that runs the
+  // switch's PG straight back past XOFF, where an RNIC resumes at its QP's paced rate.
+  std::function<bool()> paused;
+  bool pause_seen = false;  // the last turn found it paused
   bool lost = false;  // its host crashed while it was at work: it answers nothing, ever
 };
 
@@ -138,7 +144,7 @@ std::optional<size_t> Engine::add_endpoint(const EndpointSpec& spec, std::string
 
 std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_addr, uint32_t remote_qpn,
                                      uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
-                                     std::string& why, uint8_t tos) {
+                                     std::string& why, uint8_t tos, std::function<bool()> paused) {
   Endpoint& e = *endpoints_.at(ep);
   if (e.qps.count(qpn)) return why = "QP " + std::to_string(qpn) + " exists on " + e.spec.name, std::nullopt;
   auto fd = udp_socket(e.spec.netns_fd, e.spec.addr, sport, false, why, tos);
@@ -148,6 +154,7 @@ std::optional<size_t> Engine::add_qp(size_t ep, uint32_t qpn, uint32_t remote_ad
                                       ReactionPoint(dcqcn_, e.spec.line_bps), std::move(*fd),
                                       Flow{e.spec.addr, remote_addr, sport, kRoceUdpPort}, e.spec.line_bps});
   q->last_turn = clock_.now();
+  q->paused = std::move(paused);
   qps_.push_back(std::move(q));
   e.qps[qpn] = qps_.size() - 1;
   e.served.push_back(qps_.size() - 1);
@@ -345,6 +352,11 @@ void Engine::transmit(Qp& q, Nanos now) {
   // Counted only once the socket takes packets again: an interval that ended with the NIC
   // paused (PFC) was not the pacer's to fill.
   q.allowed_bytes += allowance;
+  // An RNIC's scheduler passes over a QP whose priority is paused, and its rate limiter
+  // saves no credit meanwhile: after the pause the QP resumes at its rate, from now.
+  const bool paused = q.paused && q.paused();
+  if (!paused && q.pause_seen) q.next_at = std::max(q.next_at, now);
+  q.pause_seen = paused;
   if (q.cnp_due) {
     Bth bth;
     bth.opcode = Opcode::kCnp;
@@ -367,7 +379,7 @@ void Engine::transmit(Qp& q, Nanos now) {
   while (b.n < kBatch) {
     const bool response = q.rc.response_pending();
     if (!response && q.rc.data_ready() && q.next_at <= now && ep.next_at > now) nic_limited = true;
-    if (!response && !(q.rc.data_ready() && q.next_at <= now && ep.next_at <= now)) break;
+    if (!response && (paused || !(q.rc.data_ready() && q.next_at <= now && ep.next_at <= now))) break;
     auto t = q.rc.next_tx(now);
     if (!t) break;
     const size_t len = build(t->bth, t->reth, t->aeth, t->payload, q.flow, out[b.n]);
@@ -383,7 +395,7 @@ void Engine::transmit(Qp& q, Nanos now) {
   }
   // The pacing error counts only time when this QP's own rate was the limit: not the window
   // (waiting for ACKs), not the NIC (other QPs using the line).
-  q.backlogged = q.rc.data_ready() && !nic_limited && ep.next_at <= q.next_at;
+  q.backlogged = !paused && q.rc.data_ready() && !nic_limited && ep.next_at <= q.next_at;
   send_batch(q, b);
   // A socket that refused packets means the NIC is paused (PFC): not the pacer's doing.
   if (!q.held.empty()) q.backlogged = false;
@@ -395,10 +407,10 @@ Nanos Engine::next_due(Nanos now) const {
   for (const auto& q : qps_) {
     if (q->lost || endpoints_[q->ep]->down) continue;
     if (q->cnp_due || q->rc.response_pending()) return now;
-    if (!q->held.empty()) {
-      // The socket was full (the NIC's queue, usually paused by PFC): it takes more once the
-      // queue sent a packet, so try again after one packet's time at the line rate (at most
-      // 100 us). Its data being due meanwhile is no reason to wake: that spun the thread on
+    if (!q->held.empty() || (q->pause_seen && q->rc.data_ready())) {
+      // The socket was full (the NIC's queue, usually paused by PFC), or PFC holds the NIC: it
+      // takes more once the queue sent a packet or the pause ended, so try again after one
+      // packet's time at the line rate (at most 100 us). Its data being due meanwhile is no reason to wake: that spun the thread on
       // every paused NIC (incast-lossless kept it 97 % busy), taking the CPU the kernel
       // forwards on.
       const double packet_bits = double(q->rc.config().mtu + 64 + kFrameOverhead) * 8;

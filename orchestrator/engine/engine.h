@@ -69,7 +69,8 @@ class Engine {
   // 0xC000–0xFFFF is its UDP source port.
   std::optional<size_t> add_qp(size_t ep, uint32_t qpn, uint32_t remote_addr, uint32_t remote_qpn,
                                uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
-                               std::string& why, uint8_t tos = kTosData);  // data and ACKs leave with `tos`
+                               std::string& why, uint8_t tos = kTosData,  // data and ACKs leave with `tos`
+                               std::function<bool()> paused = {});  // PFC holds its NIC's priority now
   RcQp& qp(size_t id);
   const RcQp& qp(size_t id) const;
 

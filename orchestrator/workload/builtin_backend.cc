@@ -61,7 +61,7 @@ class Builtin final : public Backend {
     const auto [s, local] = eps_.at(ep);
     std::string why;
     auto id = shards_[s]->eng.add_qp(local, q.qpn, q.remote_addr, q.remote_qpn, q.sport, q.send_psn, q.expect_psn,
-                                     q.rc, why, q.tos);
+                                     q.rc, why, q.tos, q.paused);
     if (!id) return error(Errc::kEnvironment, why);
     qps_.push_back({s, *id});
     return qps_.size() - 1;

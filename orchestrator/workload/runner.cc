@@ -109,6 +109,7 @@ class Session {
   const Pattern& pattern(uint64_t size);
   double line(size_t rank) const { return double(ranks_.nic(rank).rate_bps); }
   Result<size_t> endpoint(size_t rank);
+  std::optional<std::pair<fabric::PortRef, uint32_t>> nic_queue(size_t rank, uint8_t tos);
   std::function<sys::Nanos()> pause_clock(size_t rank, uint8_t tos);
   Status add_flow(size_t job, const FlowSpec& f);
   void post(Flow& f, Qpair& q);
@@ -179,16 +180,21 @@ Result<size_t> Session::endpoint(size_t rank) {
   return endpoint_[rank] = *ep;
 }
 
-// The pause clock of a GPU's NIC on the priority its traffic takes.
-std::function<sys::Nanos()> Session::pause_clock(size_t rank, uint8_t tos) {
+// A GPU's NIC and the priority its traffic with `tos` takes there.
+std::optional<std::pair<fabric::PortRef, uint32_t>> Session::nic_queue(size_t rank, uint8_t tos) {
   const auto& n = ranks_.plan().nodes[ranks_[rank].node];
   const size_t at = t_.node_index(n.node);
-  if (at == SIZE_MAX) return {};
+  if (at == SIZE_MAX) return std::nullopt;
   const auto& ports = t_.nodes()[at].ports;
   for (size_t p = 0; p < ports.size(); ++p)
     if (ports[p].name == ranks_.nic(rank).ifname)
-      return t_.pause_clock({at, p, ports[p].slot}, s_.qos.dscp_to_prio[(tos >> 2) & 63]);
-  return {};
+      return std::pair{fabric::PortRef{at, p, ports[p].slot}, uint32_t(s_.qos.dscp_to_prio[(tos >> 2) & 63])};
+  return std::nullopt;
+}
+
+std::function<sys::Nanos()> Session::pause_clock(size_t rank, uint8_t tos) {
+  const auto q = nic_queue(rank, tos);
+  return q ? t_.pause_clock(q->first, q->second) : std::function<sys::Nanos()>{};
 }
 
 Status Session::add_flow(size_t job, const FlowSpec& spec) {
@@ -219,7 +225,9 @@ Status Session::add_flow(size_t job, const FlowSpec& spec) {
     if (src_here) {
       if (!nic_pause_.count(*ea))
         if (auto clock = pause_clock(spec.src, tos)) nic_pause_[*ea] = {clock, clock()};
-      auto x = b_.add_qp(*ea, {qa, B.addr, qb, engine::qp_source_port(s_.seed, seed_of(spec.src), qa), pa, pb, rc, tos});
+      const auto nic = nic_queue(spec.src, tos);
+      auto x = b_.add_qp(*ea, {qa, B.addr, qb, engine::qp_source_port(s_.seed, seed_of(spec.src), qa), pa, pb, rc, tos,
+                               nic ? t_.pause_in_force(nic->first, nic->second) : std::function<bool()>{}});
       if (!x) return x.error();
       qp.req = *x;
       qp.mtu = b_.mtu(*x);
