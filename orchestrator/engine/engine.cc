@@ -28,16 +28,6 @@ constexpr int kRxBuffer = 4 << 20;
 constexpr int kTxBuffer = 8 << 10;
 constexpr size_t kFrameOverhead = 14 + 20 + 8;  // Ethernet + IPv4 + UDP around a RoCE payload
 constexpr Nanos kMaxSleep = 5'000'000;
-// What a QP sending back to back at line rate still gives its port once a pause holds it:
-// the frame it had begun when XOFF arrived (802.1Qbb lets a port finish it; here the pausing
-// TBF's refilled one-frame bucket lets it out, the pause's tail) and the next, ready to leave
-// the moment the pause ends, as an RNIC's is. A QP paced below the line rate is between
-// frames when XOFF arrives, and its next waits for the end and its pacer: none. Measured
-// against bench/pfc_model.py (physical ports, the 7:1 incast with PFC alone): with none at
-// line rate too, each PG stopped 1.9 KB past XOFF a pause against 6.0 KB and PFC paused
-// 15-21 % more often; with two at every rate, DCQCN's paced senders took a frame past each
-// pause they had no frame in progress for (pause time 1.5-1.8x the HPCC ns-3 simulator's).
-constexpr int kStagedWhilePaused = 2;
 
 std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
 
@@ -133,13 +123,11 @@ struct Engine::Qp {
   uint64_t paced_bytes = 0, data_wire_bytes = 0;
   uint64_t send_blocked = 0;
   // PFC on its NIC's priority, when the fabric can say (empty: it cannot, and the host's full
-  // queue is the only sign). While it holds, no data is built beyond kStagedWhilePaused:
-  // packets put into a paused host's queue would leave together at line rate on XON, each
-  // resume a burst that runs the switch's PG straight back past XOFF, where an RNIC resumes
-  // at its QP's paced rate.
+  // queue is the only sign). While it holds, no data is built: packets put into a paused
+  // host's queue would leave together at line rate on XON, each resume a burst that runs the
+  // switch's PG straight back past XOFF, where an RNIC resumes at its QP's paced rate.
   std::function<bool()> paused;
   bool pause_seen = false;  // the last turn found it paused
-  int sent_paused = 0;      // data frames built since the pause was seen (kStagedWhilePaused)
   bool lost = false;  // its host crashed while it was at work: it answers nothing, ever
 };
 
@@ -364,17 +352,11 @@ void Engine::transmit(Qp& q, Nanos now) {
   // Counted only once the socket takes packets again: an interval that ended with the NIC
   // paused (PFC) was not the pacer's to fill.
   q.allowed_bytes += allowance;
-  // An RNIC's scheduler passes over a QP whose priority is paused (but for the frames of
-  // kStagedWhilePaused), and its rate limiter saves no credit meanwhile: after the pause the
-  // QP resumes at its rate, from now.
+  // An RNIC's scheduler passes over a QP whose priority is paused, and its rate limiter
+  // saves no credit meanwhile: after the pause the QP resumes at its rate, from now.
   const bool paused = q.paused && q.paused();
-  if (!paused && q.pause_seen) {
-    q.next_at = std::max(q.next_at, now);
-    q.sent_paused = 0;
-  }
+  if (!paused && q.pause_seen) q.next_at = std::max(q.next_at, now);
   q.pause_seen = paused;
-  const int staged = rate >= q.line_bps ? kStagedWhilePaused : 0;
-  const bool may_send = !paused || q.sent_paused < staged;
   if (q.cnp_due) {
     Bth bth;
     bth.opcode = Opcode::kCnp;
@@ -397,7 +379,7 @@ void Engine::transmit(Qp& q, Nanos now) {
   while (b.n < kBatch) {
     const bool response = q.rc.response_pending();
     if (!response && q.rc.data_ready() && q.next_at <= now && ep.next_at > now) nic_limited = true;
-    if (!response && (!may_send || !(q.rc.data_ready() && q.next_at <= now && ep.next_at <= now))) break;
+    if (!response && (paused || !(q.rc.data_ready() && q.next_at <= now && ep.next_at <= now))) break;
     auto t = q.rc.next_tx(now);
     if (!t) break;
     const size_t len = build(t->bth, t->reth, t->aeth, t->payload, q.flow, out[b.n]);
@@ -410,7 +392,6 @@ void Engine::transmit(Qp& q, Nanos now) {
     ep.sent_this_turn += wire;
     if (q.measured) q.paced_bytes += wire;
     q.rp.on_sent(wire, now);
-    if (paused && ++q.sent_paused >= staged) break;
   }
   // The pacing error counts only time when this QP's own rate was the limit: not the window
   // (waiting for ACKs), not the NIC (other QPs using the line).
