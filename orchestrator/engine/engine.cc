@@ -410,9 +410,9 @@ Nanos Engine::next_due(Nanos now) const {
     if (!q->held.empty() || (q->pause_seen && q->rc.data_ready())) {
       // The socket was full (the NIC's queue, usually paused by PFC), or PFC holds the NIC: it
       // takes more once the queue sent a packet or the pause ended, so try again after one
-      // packet's time at the line rate (at most 100 us). Its data being due meanwhile is no reason to wake: that spun the thread on
-      // every paused NIC (incast-lossless kept it 97 % busy), taking the CPU the kernel
-      // forwards on.
+      // packet's time at the line rate (at most 100 us). Its data being due meanwhile is no
+      // reason to wake: that spun the thread on every paused NIC (incast-lossless kept it
+      // 97 % busy), taking the CPU the kernel forwards on.
       const double packet_bits = double(q->rc.config().mtu + 64 + kFrameOverhead) * 8;
       due = std::min(due, now + std::min<Nanos>(100'000, Nanos(packet_bits * 1e9 / q->line_bps)));
     } else if (q->rc.data_ready()) {

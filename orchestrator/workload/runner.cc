@@ -110,7 +110,6 @@ class Session {
   double line(size_t rank) const { return double(ranks_.nic(rank).rate_bps); }
   Result<size_t> endpoint(size_t rank);
   std::optional<std::pair<fabric::PortRef, uint32_t>> nic_queue(size_t rank, uint8_t tos);
-  std::function<sys::Nanos()> pause_clock(size_t rank, uint8_t tos);
   Status add_flow(size_t job, const FlowSpec& f);
   void post(Flow& f, Qpair& q);
   bool step();
@@ -192,11 +191,6 @@ std::optional<std::pair<fabric::PortRef, uint32_t>> Session::nic_queue(size_t ra
   return std::nullopt;
 }
 
-std::function<sys::Nanos()> Session::pause_clock(size_t rank, uint8_t tos) {
-  const auto q = nic_queue(rank, tos);
-  return q ? t_.pause_clock(q->first, q->second) : std::function<sys::Nanos()>{};
-}
-
 Status Session::add_flow(size_t job, const FlowSpec& spec) {
   if (spec.src == SIZE_MAX || spec.dst == SIZE_MAX) return error(Errc::kBadInput, "a flow names a GPU the fabric lacks");
   const uint8_t tos = uint8_t(jobs_[job].w->dscp << 2 | 0x2);  // ECT(0): DCQCN needs marks
@@ -223,9 +217,9 @@ Status Session::add_flow(size_t job, const FlowSpec& spec) {
     qp.req = qp.resp = kElsewhere;
     qp.mtu = rc.mtu;
     if (src_here) {
-      if (!nic_pause_.count(*ea))
-        if (auto clock = pause_clock(spec.src, tos)) nic_pause_[*ea] = {clock, clock()};
       const auto nic = nic_queue(spec.src, tos);
+      if (nic && !nic_pause_.count(*ea))
+        if (auto clock = t_.pause_clock(nic->first, nic->second)) nic_pause_[*ea] = {clock, clock()};
       auto x = b_.add_qp(*ea, {qa, B.addr, qb, engine::qp_source_port(s_.seed, seed_of(spec.src), qa), pa, pb, rc, tos,
                                nic ? t_.pause_in_force(nic->first, nic->second) : std::function<bool()>{}});
       if (!x) return x.error();
