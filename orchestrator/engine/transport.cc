@@ -251,7 +251,6 @@ void RcQp::responder_rx(const Packet& p) {
 void RcQp::on_timer(Nanos now) {
   if (failed_ || una_ == max_sent_ || (cfg_.fixed_timeout && rto_ == 0) || now - last_progress_ < rto_) return;
   ++stats_.timeouts;
-  if (!cfg_.fixed_timeout) rto_ = std::min<Nanos>(rto_ * 2, 64 * std::max<Nanos>(cfg_.rto, 1));  // back off until an ACK
   if (++retries_ > cfg_.retry_limit) return fail_all(kRetryExceeded, now);
   nxt_ = una_;  // go back N
   last_progress_ = now;

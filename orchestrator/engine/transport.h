@@ -34,10 +34,15 @@ struct RcConfig {
   uint32_t window = 256;        // packets in flight, unacknowledged
   uint32_t ack_req_every = 32;  // AckReq on every Nth packet as well as on message ends
   Nanos rto = 4'000'000;        // the least retransmission timeout; above it RFC 6298 from
-                                // measured round trips (Karn), doubled per timeout
+                                // measured round trips (Karn)
   int retry_limit = 7;          // timeouts in a row without progress before the QP errors
-  // An RNIC's timer (IBTA): exactly `rto` every time, no RTT estimate, no back-off; rto 0
-  // never times out. Otherwise RFC 6298 above `rto`, doubling per timeout.
+  // An RNIC's timer (IBTA): exactly `rto` every time, no RTT estimate; rto 0 never times out.
+  // Otherwise `rto` raised to RFC 6298's srtt + 4 rttvar where the emulated round trip (with
+  // its waits in PFC-paused queues) is longer. Neither backs off per timeout as TCP does: an
+  // RNIC retries at its timeout (IBTA), and ConnectX's adaptive retransmission starts below it
+  // (NVIDIA, "Adaptive Retransmission: Parameters Control"). Doubling up to 64x made a lossy
+  // incast's flows wait 1+2+...+64 timeouts whenever a resent head packet met a full buffer
+  // again (lab 2's starting file: 8-169 s of wall clock at D = 1000, once past its deadline).
   bool fixed_timeout = false;
 };
 

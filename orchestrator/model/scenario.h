@@ -218,7 +218,8 @@ struct DcqcnOverrides {
 
 // The RC local ACK timeout as an RNIC runs it (FAULTS.md): 4.096 us x 2^timeout, fixed, retried
 // retry_cnt times; then the QP fails with retry-exceeded. timeout 0 is infinite (IBTA).
-// Not set: the engine's adaptive timer (RFC 6298 above 4.096 us x 2^8, doubling per timeout).
+// Not set: the engine's adaptive timer (4.096 us x 2^8, raised by RFC 6298's round-trip
+// estimate where the emulated round trip is longer; no back-off), retried retry_cnt times.
 struct RcTimers {
   bool fixed = false;
   int timeout = 8;     // exponent, 0-31

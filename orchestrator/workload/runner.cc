@@ -859,11 +859,10 @@ Result<WorkloadRun> Session::run() {
   if (o_.at_start) o_.at_start();
   // Everything through the slowest NIC, four times over, plus the last start and slack.
   // A QP with no path fails only after its timer ran (retry_cnt + 1) times: that much more.
-  // The adaptive timer doubles per timeout up to 64x its first: a lossy incast's flow that
-  // times out again and again waits 1 + 2 + ... + 64 = 127 first timeouts (a CI run at D =
-  // 1000 sat 24 s in one such chain and met the deadline without it).
+  // The adaptive timer never backs off, but its round-trip estimate can raise it above its
+  // first (a round trip through PFC-paused queues): four times the first leaves room.
   const Nanos retries = s_.hosts.rc.fixed ? Nanos(s_.hosts.rc.retry_cnt + 2) * s_.scale.emulate(s_.hosts.rc.period()).ns
-                                          : 127 * max_rto_;
+                                          : Nanos(s_.hosts.rc.retry_cnt + 2) * 4 * max_rto_;
   const Nanos deadline = t0_ + last_start + Nanos(double(total_bytes_) * 8 / slowest * 4e9) + retries + 30'000'000'000;
   const auto cpu0 = sys::thread_cpu();
   const auto steal0 = sys::machine_steal();

@@ -187,7 +187,9 @@ TEST(Transport, GapIsNakedOnceAndRecoveredByGoBackN) {
   EXPECT_EQ(a.stats().retransmitted, 1u);
 }
 
-TEST(Transport, TimeoutRetransmitsBacksOffAndGivesUpAfterTheRetryLimit) {
+// The adaptive timer never backs off (an RNIC retries at its timeout): each timeout without
+// progress comes one period after the last, and retry_limit + 1 of them fail the QP.
+TEST(Transport, TimeoutRetransmitsAtTheSamePeriodAndGivesUpAfterTheRetryLimit) {
   RcQp a(1, 2, 0, 0, {.rto = 1000, .retry_limit = 2});
   a.post_write(pattern(100, 1), 0, 1);
   ASSERT_TRUE(a.next_tx(0));
@@ -195,18 +197,20 @@ TEST(Transport, TimeoutRetransmitsBacksOffAndGivesUpAfterTheRetryLimit) {
   a.on_timer(999);
   EXPECT_FALSE(a.next_tx(999));
   a.on_timer(1000);
-  EXPECT_TRUE(a.next_tx(1000));  // resent; the timeout doubles
+  EXPECT_TRUE(a.next_tx(1000));  // resent; the same timeout again
+  EXPECT_EQ(a.next_timer(), 2000);
+  a.on_timer(1999);
+  EXPECT_FALSE(a.next_tx(1999));
+  a.on_timer(2000);
+  EXPECT_TRUE(a.next_tx(2000));
   EXPECT_EQ(a.next_timer(), 3000);
-  a.on_timer(2999);
-  EXPECT_FALSE(a.next_tx(2999));
+  EXPECT_FALSE(a.failed());
   a.on_timer(3000);
-  EXPECT_TRUE(a.next_tx(3000));
-  EXPECT_EQ(a.next_timer(), 7000);
-  a.on_timer(7000);
   auto c = a.take_completions();
   ASSERT_EQ(c.size(), 1u);
   EXPECT_FALSE(c[0].ok);
   EXPECT_TRUE(a.failed());
+  EXPECT_EQ(a.failed_at(), 3000);
   EXPECT_EQ(a.stats().timeouts, 3u);
 }
 
