@@ -117,6 +117,10 @@ struct rl_counters {
 	__u64 pg_overshoot_sum;
 	__u64 pg_overshoot_max;
 	__u64 pg_episodes;
+	/* With paused_since_ns, by the agent: when the XOFF that began the pause in force reached
+	 * this port (the ingress program's clock; 0: none in force). A sender finishes the frame
+	 * it had begun then (802.1Qbb), and begins none after. */
+	__u64 paused_arrived_ns;
 };
 
 /* The ECN curve of one priority: probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin)
@@ -408,7 +412,7 @@ struct rl_depth_override {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct rl_counters) == 29 * 8, "rl_counters layout");
+static_assert(sizeof(struct rl_counters) == 30 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
 static_assert(sizeof(struct rl_port_info) == 184, "rl_port_info layout");
 static_assert(sizeof(struct rl_pfc_tx_state) == 32, "rl_pfc_tx_state layout");

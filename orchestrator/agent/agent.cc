@@ -397,7 +397,7 @@ class Agent {
     pauses_.took_hold(k, done);
     delayed_since(e.ts_ns);
     ++fig_.pauses;
-    maps_->set_pause_clock(e.slot, e.prio, done, pauses_.records().at(k).total_ns);
+    maps_->set_pause_clock(e.slot, e.prio, done, pauses_.records().at(k).total_ns, e.ts_ns);
     log_pause(done, e.slot, e.prio, true);
     if (done > e.ts_ns) latencies_.add(done - e.ts_ns);
     // The frame's way from the XOFF decision at the link's other end: a decision within a

@@ -45,8 +45,8 @@ class FabricMaps {
   const Counters& counters() const { return *counters_; }
   uint64_t take_peak(uint32_t slot, uint32_t prio) const { return counters_->take_peak(slot, prio); }
   // The agent's record of a port-priority's pauses (rl_counters.paused_*).
-  bool set_pause_clock(uint32_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns) const {
-    return counters_->set_pause_clock(slot, prio, since_ns, total_ns);
+  bool set_pause_clock(uint32_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns, uint64_t arrived_ns = 0) const {
+    return counters_->set_pause_clock(slot, prio, since_ns, total_ns, arrived_ns);
   }
   bool set_wd_drop(uint32_t slot, uint32_t prio, bool drop) const { return counters_->set_wd_drop(slot, prio, drop); }
   // The bytes a switch holds from ingress port `slot` on priority `prio` (its PG).

@@ -29,13 +29,15 @@ Counters::Counters(int map_fd, size_t entries, bool writable) : fd_(dup(map_fd))
   base_ = p == MAP_FAILED ? nullptr : p;
 }
 
-bool Counters::set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns) {
+bool Counters::set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns, uint64_t arrived_ns) {
   const size_t i = rl_queue_key(uint32_t(slot), prio);
   if (!base_ || !writable_ || i >= entries_) return false;
   auto* c = static_cast<rl_counters*>(base_) + i;
-  // since before total, and readers load total before since: a reader that sees the new
-  // total sees the pause's end too, so an ending pause is never counted twice.
-  __atomic_store_n(&c->paused_since_ns, since_ns, __ATOMIC_RELAXED);
+  // arrived before since before total, and readers load them the other way round: a reader
+  // that sees the new total sees the pause's end too, so an ending pause is never counted
+  // twice, and one that sees a pause begin sees when its XOFF arrived.
+  __atomic_store_n(&c->paused_arrived_ns, arrived_ns, __ATOMIC_RELAXED);
+  __atomic_store_n(&c->paused_since_ns, since_ns, __ATOMIC_RELEASE);
   __atomic_store_n(&c->paused_total_ns, total_ns, __ATOMIC_RELEASE);
   return true;
 }
@@ -62,10 +64,16 @@ uint64_t Counters::paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const 
   return total + (since && now_ns > since ? now_ns - since : 0);
 }
 
-bool Counters::paused_now(size_t slot, uint32_t prio) const {
+sys::PauseReading Counters::pause_reading(size_t slot, uint32_t prio) const {
   const size_t i = rl_queue_key(uint32_t(slot), prio);
-  if (!base_ || i >= entries_) return false;
-  return __atomic_load_n(&(static_cast<const rl_counters*>(base_) + i)->paused_since_ns, __ATOMIC_RELAXED) != 0;
+  if (!base_ || i >= entries_) return {};
+  const auto* c = static_cast<const rl_counters*>(base_) + i;
+  sys::PauseReading r;
+  r.total = sys::Nanos(__atomic_load_n(&c->paused_total_ns, __ATOMIC_ACQUIRE));
+  r.since = sys::Nanos(__atomic_load_n(&c->paused_since_ns, __ATOMIC_ACQUIRE));
+  r.arrived = r.since ? sys::Nanos(__atomic_load_n(&c->paused_arrived_ns, __ATOMIC_RELAXED)) : 0;
+  if (r.since && (r.arrived == 0 || r.arrived > r.since)) r.arrived = r.since;  // a pause set by hand, or torn
+  return r;
 }
 
 Counters::~Counters() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rocelab_abi.h"
+#include "sys/clock.h"
 
 struct egress;
 struct ingress;
@@ -32,15 +33,16 @@ class Counters {
   // A consistent-enough copy: each 64-bit field is read atomically.
   rl_counters read(size_t slot, uint32_t prio) const;
   // The pause clock (rl_counters.paused_*): `write` maps the array writable for the agent.
-  bool set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns);
+  bool set_pause_clock(size_t slot, uint32_t prio, uint64_t since_ns, uint64_t total_ns, uint64_t arrived_ns = 0);
   // The PFC watchdog's drop action on a queue (rl_counters.wd_drop), likewise.
   bool set_wd_drop(size_t slot, uint32_t prio, bool drop);
   // The queue's peak since the last take (rl_counters.depth_peak), reset to 0 as it is read.
   uint64_t take_peak(size_t slot, uint32_t prio);
   // Time `slot`/`prio` spent paused up to `now_ns` (a pause in force included).
   uint64_t paused_ns(size_t slot, uint32_t prio, uint64_t now_ns) const;
-  // True while a received pause holds `slot`/`prio` (the agent's pause clock has begun).
-  bool paused_now(size_t slot, uint32_t prio) const;
+  // The pause clock of `slot`/`prio` as one reading: whether a received pause holds it, since
+  // when, when its XOFF arrived, and the time earlier pauses held it.
+  sys::PauseReading pause_reading(size_t slot, uint32_t prio) const;
 
  private:
   int fd_;

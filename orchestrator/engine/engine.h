@@ -70,7 +70,7 @@ class Engine {
   std::optional<size_t> add_qp(size_t ep, uint32_t qpn, uint32_t remote_addr, uint32_t remote_qpn,
                                uint16_t sport, uint32_t send_psn, uint32_t expect_psn, const RcConfig& rc,
                                std::string& why, uint8_t tos = kTosData,  // data and ACKs leave with `tos`
-                               std::function<bool()> paused = {});  // PFC holds its NIC's priority now
+                               std::function<PauseReading()> paused = {});  // PFC on its NIC's priority
   RcQp& qp(size_t id);
   const RcQp& qp(size_t id) const;
 
@@ -96,6 +96,7 @@ class Engine {
   struct Qp;
   void receive(Endpoint& ep, Nanos now);
   bool halted(Endpoint& ep, Nanos now);
+  bool follow_pause(Qp& q, Endpoint& ep, Nanos now);
   void transmit(Qp& q, Nanos now);
   double pace(Qp& q, Nanos now, double rate);
   struct TxBatch;

@@ -23,6 +23,7 @@ using sys::Clock;
 using sys::FakeClock;
 using sys::MonotonicClock;
 using sys::Nanos;
+using sys::PauseReading;
 
 // The completion error of a QP that ran out of retries (IBV_WC_RETRY_EXC_ERR's words).
 inline constexpr const char* kRetryExceeded = "transport retry counter exceeded";

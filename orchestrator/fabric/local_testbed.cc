@@ -410,9 +410,9 @@ std::function<int64_t()> LocalTestbed::pause_clock(const PortRef& p, uint32_t pr
   return [c, slot = p.slot, prio, clock = &clock_] { return int64_t(c->paused_ns(slot, prio, uint64_t(clock->now()))); };
 }
 
-std::function<bool()> LocalTestbed::pause_in_force(const PortRef& p, uint32_t prio) {
+std::function<sys::PauseReading()> LocalTestbed::pause_in_force(const PortRef& p, uint32_t prio) {
   const bpf::Counters* c = &maps_->counters();
-  return [c, slot = p.slot, prio] { return c->paused_now(slot, prio); };
+  return [c, slot = p.slot, prio] { return c->pause_reading(slot, prio); };
 }
 
 Result<fabric::Change> LocalTestbed::set_link(const PortRef& p, bool up) {

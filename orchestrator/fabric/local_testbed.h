@@ -62,7 +62,7 @@ class LocalTestbed final : public Testbed {
   // any port, every link up, the routes of a fabric with every link up. Returns what it did.
   Result<std::vector<std::string>> clear_faults();
   std::function<int64_t()> pause_clock(const PortRef& p, uint32_t prio) override;
-  std::function<bool()> pause_in_force(const PortRef& p, uint32_t prio) override;
+  std::function<sys::PauseReading()> pause_in_force(const PortRef& p, uint32_t prio) override;
 
  private:
   LocalTestbed() = default;

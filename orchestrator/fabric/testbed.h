@@ -167,10 +167,11 @@ class Testbed {
   // How long `prio` on `p` has been held by received PFC so far (CLOCK_MONOTONIC ns, a
   // pause in force included), read cheaply and often: an RNIC's timers stop while it is.
   virtual std::function<int64_t()> pause_clock(const PortRef& p, uint32_t prio) = 0;
-  // True while a received pause holds `prio` on `p`, read as cheaply: an RNIC's scheduler
-  // sends nothing of a paused priority, and its rate limiters save no credit meanwhile.
-  // Empty where the testbed cannot tell.
-  virtual std::function<bool()> pause_in_force(const PortRef&, uint32_t) { return {}; }
+  // The pause clock of `prio` on `p` as one reading (whether a received pause holds it, since
+  // when, when its XOFF arrived), read as cheaply: an RNIC's scheduler begins no frame of a
+  // paused priority and its rate limiters save no credit meanwhile. Empty where the testbed
+  // cannot tell.
+  virtual std::function<sys::PauseReading()> pause_in_force(const PortRef&, uint32_t) { return {}; }
 
  private:
   std::shared_ptr<std::atomic<int>> halted_flag(size_t node);

@@ -16,6 +16,15 @@ class Clock {
   virtual Nanos now() const = 0;
 };
 
+// A NIC priority's pause clock as the fabric keeps it (rl_counters.paused_*), on
+// CLOCK_MONOTONIC: `since` and `arrived` are 0 while no received XOFF holds it.
+struct PauseReading {
+  Nanos since = 0;    // the pause in force took hold (the sender's queue stopped)
+  Nanos arrived = 0;  // the XOFF that began it reached the NIC (before `since`: the reaction)
+  Nanos total = 0;    // how long the pauses that ended held it
+  bool on() const { return since != 0; }
+};
+
 class MonotonicClock final : public Clock {
  public:
   Nanos now() const override {

@@ -36,9 +36,9 @@ struct QpSpec {
   uint32_t send_psn = 0, expect_psn = 0;
   engine::RcConfig rc;
   uint8_t tos = engine::kTosData;
-  // True while received PFC holds the NIC's priority for `tos` (Testbed::pause_in_force;
-  // empty: unknown). The built-in engine sends no data then, as an RNIC's scheduler does.
-  std::function<bool()> paused;
+  // The pause clock of the NIC's priority for `tos` (Testbed::pause_in_force; empty:
+  // unknown). The built-in engine begins no data frame while it holds, as an RNIC does.
+  std::function<sys::PauseReading()> paused;
 };
 
 using Buffer = engine::RcQp::Buffer;

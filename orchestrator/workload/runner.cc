@@ -221,7 +221,7 @@ Status Session::add_flow(size_t job, const FlowSpec& spec) {
       if (nic && !nic_pause_.count(*ea))
         if (auto clock = t_.pause_clock(nic->first, nic->second)) nic_pause_[*ea] = {clock, clock()};
       auto x = b_.add_qp(*ea, {qa, B.addr, qb, engine::qp_source_port(s_.seed, seed_of(spec.src), qa), pa, pb, rc, tos,
-                               nic ? t_.pause_in_force(nic->first, nic->second) : std::function<bool()>{}});
+                               nic ? t_.pause_in_force(nic->first, nic->second) : std::function<sys::PauseReading()>{}});
       if (!x) return x.error();
       qp.req = *x;
       qp.mtu = b_.mtu(*x);
