@@ -1,32 +1,72 @@
 #!/usr/bin/python3
-"""What physical ports do in the N:1 PFC-only incast, frame by frame: the reference
-bench/pfc_reaction sets the emulation beside (no root, no fabric, ~2 s).
+"""What physical ports do in the N:1 incast, frame by frame: the reference bench/pfc_reaction
+sets the emulation beside (no root, no fabric, seconds).
 
-Each sender transmits back to back at line rate while not paused. The switch counts a frame
-into its ingress priority group (PG) once it has received all of it, and sends XOFF when the
-PG reaches XOFF; a sender that hears XOFF finishes the frame it has begun (802.1Qbb) and
-sends nothing more. The egress port sends its FIFO queue back to back at line rate; a frame
-leaves its PG as it starts to leave, and XON goes out when that PG falls to XON. XOFF and XON
-reach the sender after the link's delay plus the pause frame's own time on the wire.
+Each sender transmits at line rate while not paused, back to back, or with `--dcqcn` paced
+at its DCQCN rate (a frame at line rate, the next no sooner than the frame's bits at the
+rate later; a new rate moves the wait left, as HPCC's ns-3 and rocelab's engine do). The
+switch counts a frame into its ingress priority group (PG) once it has received all of it,
+and sends XOFF when the PG reaches XOFF; a sender that hears XOFF finishes the frame it has
+begun (802.1Qbb) and sends nothing more. The egress port sends its FIFO queue back to back
+at line rate; a frame leaves its PG as it starts to leave, and XON goes out when that PG
+falls to XON. XOFF and XON reach the sender after the link's delay plus the pause frame's
+own time on the wire.
+
+With `--dcqcn paper`, the egress port marks ECN at dequeue (HPCC's ns-3: on the bytes the
+queue holds after the frame left; probability 0 below Kmin, Pmax at Kmax, 1 above), the
+receiver sends a CNP for a marked frame at most once per CNP interval per sender, and the
+CNP cuts the sender's rate when it arrives (two links and two 64 B frames later). The
+reaction point is tests/unit/dcqcn_golden.py's model of DESIGN.md §2 (the reading
+orchestrator/engine/dcqcn.h implements, checked against the engine there): the same DCQCN as
+rocelab's, on physical ports.
 
 Prints the XOFF count, the peak queue toward the receiver, the summed pause time and each
-pause's and each sending spell's median: what rocelab's 7:1 incast (scenarios/incast-dcqcn.yaml
-with dcqcn: off) should show, were its loop a physical one.
+pause's and each sending spell's median; with DCQCN also CNPs, job time, FCT spread and the
+bottleneck's utilisation while all seven send: what rocelab's 7:1 incast
+(scenarios/incast-dcqcn.yaml, or with dcqcn: off) should show, were its loop a physical one.
 
-    bench/pfc_model.py                      # the reference incast: 7 x 16 MiB, 4,288 B frames
-    bench/pfc_model.py --frame 1048         # the same bytes in 1 KB frames
+    bench/pfc_model.py                      # PFC alone: 7 x 16 MiB, 4,288 B frames
+    bench/pfc_model.py --frame 4154         # rocelab's frames as a PG counts them
+    bench/pfc_model.py --frame 4154 --dcqcn paper --seeds 1-5   # incast-dcqcn.yaml
+    bench/pfc_model.py --frame 4154 --dcqcn paper --seeds 1-5 --cut-delay-ns 1000
+
+The last shows how much the DCQCN incast's XOFF count rests on the CNP's way: its cuts taking
+hold 1 us later give 82-85 XOFF frames where 0-400 ns give 72-80 (rocelab: 70-78; the HPCC
+ns-3 simulator, 100 ns links: 82-87).
 """
 import argparse
 import heapq
+import os
+import random
 import statistics
 import sys
 
 LINE_BPS = 100e9
-PAUSE_FRAME_NS = 64 * 8 / LINE_BPS * 1e9  # the PFC frame's own time on the wire
+PAUSE_FRAME_NS = 64 * 8 / LINE_BPS * 1e9  # the PFC frame's own time on the wire (a CNP's too)
 
 
-def simulate(frame=4288, senders=7, mib=16, xoff=128 * 1024, xon=128 * 1024 - 2 * 4200, delay_ns=0.0, payload=4096):
-    """The incast's figures; `frame` is the bytes a frame counts for in a PG (wire bytes)."""
+def dcqcn_model(preset):
+    """A reaction point of the project's independent DCQCN model, the engine's parameters."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "unit"))
+    import dcqcn_golden
+    p = dict(dcqcn_golden.PRESETS[preset])
+    p["B"] = 10_000_000  # the engine's byte counter (DESIGN.md: 10 MB)
+    return lambda: dcqcn_golden.Model(p, LINE_BPS)
+
+
+def mark_probability(queue, kmin, kmax, pmax):
+    if queue <= kmin:
+        return 0.0
+    if queue > kmax:
+        return 1.0
+    return pmax * (queue - kmin) / (kmax - kmin)
+
+
+def simulate(frame=4288, senders=7, mib=16, xoff=128 * 1024, xon=128 * 1024 - 2 * 4200, delay_ns=0.0, payload=4096,
+             dcqcn=None, ecn=(32 * 1024, 160 * 1024, 0.05), cnp_interval_ns=50_000.0, seed=1, cut_delay_ns=0.0):
+    """The incast's figures; `frame` is the bytes a frame counts for in a PG (wire bytes);
+    `dcqcn` a preset of dcqcn_golden (None: PFC alone, senders at line rate); `cut_delay_ns`
+    how long after a CNP arrives its cut takes hold (a NIC's own reaction)."""
     s_ns = frame * 8 / LINE_BPS * 1e9
     frames = mib * 1024 * 1024 // payload
     events, seq = [], 0
@@ -39,15 +79,38 @@ def simulate(frame=4288, senders=7, mib=16, xoff=128 * 1024, xon=128 * 1024 - 2 
     paused, sending, left = [False] * senders, [False] * senders, [frames] * senders
     xoffed, pg = [False] * senders, [0] * senders
     fifo, egress_busy = [], False
-    f = dict(xoff=0, peak=0, pause_ns=0.0)
+    f = dict(xoff=0, peak=0, pause_ns=0.0, cnps=0, busy_ns=0.0)
     queue = 0
     since, resumed = [0.0] * senders, [0.0] * senders
     pauses, spells, overshoot = [], [], []
+    new_rp = dcqcn_model(dcqcn) if dcqcn else None
+    rp = [new_rp() for _ in range(senders)] if new_rp else None
+    rng = random.Random(seed)
+    next_avail, booked_rate, waiting = [0.0] * senders, [LINE_BPS] * senders, [False] * senders
+    last_cnp, received, fct = [None] * senders, [0] * senders, [None] * senders
+
+    def rate(i, t):
+        if not rp:
+            return LINE_BPS
+        rp[i].run_until(t)
+        return min(rp[i].rc, LINE_BPS)
 
     def send(i, t):
         if sending[i] or paused[i] or not left[i]:
             return
+        r = rate(i, t)
+        if r != booked_rate[i]:  # a new rate moves the wait left (ns-3's ChangeRate)
+            next_avail[i] += frame * 8 / r * 1e9 - frame * 8 / booked_rate[i] * 1e9
+            booked_rate[i] = r
+        if t < next_avail[i] - 1e-6:
+            if not waiting[i]:
+                waiting[i] = True
+                at(next_avail[i], "due", i)
+            return
         sending[i], left[i] = True, left[i] - 1
+        next_avail[i], booked_rate[i] = t + frame * 8 / r * 1e9, r
+        if rp:
+            rp[i].sent(frame, t)
         at(t + s_ns, "sent", i)
         at(t + s_ns + delay_ns, "arrived", i)
 
@@ -60,16 +123,24 @@ def simulate(frame=4288, senders=7, mib=16, xoff=128 * 1024, xon=128 * 1024 - 2 
         if xoffed[j] and pg[j] <= xon:
             xoffed[j] = False
             at(t + delay_ns + PAUSE_FRAME_NS, "xon", j)
+        marked = bool(rp) and rng.random() < mark_probability(queue, *ecn)
+        f["busy_ns"] += s_ns
         at(t + s_ns, "left")
+        at(t + s_ns + delay_ns, "received", j, marked)
 
     for i in range(senders):
         send(i, 0.0)
     episode = [0] * senders  # the most a PG held since its XOFF
+    all_sending_until = None  # the first completion: the bottleneck's share while all seven send
+    busy_then = 0.0
     t = 0.0
     while events:
         t, _, kind, *rest = heapq.heappop(events)
         if kind == "sent":
             sending[rest[0]] = False
+            send(rest[0], t)
+        elif kind == "due":
+            waiting[rest[0]] = False
             send(rest[0], t)
         elif kind == "arrived":
             i = rest[0]
@@ -89,6 +160,19 @@ def simulate(frame=4288, senders=7, mib=16, xoff=128 * 1024, xon=128 * 1024 - 2 
         elif kind == "left":
             egress_busy = False
             egress(t)
+        elif kind == "received":
+            j, marked = rest
+            received[j] += 1
+            if received[j] == frames:
+                fct[j] = t
+                if all_sending_until is None:
+                    all_sending_until, busy_then = t, f["busy_ns"]
+            if marked and (last_cnp[j] is None or t - last_cnp[j] >= cnp_interval_ns):
+                last_cnp[j] = t
+                f["cnps"] += 1
+                at(t + 2 * (delay_ns + PAUSE_FRAME_NS) + cut_delay_ns, "cnp", j)
+        elif kind == "cnp":
+            rp[rest[0]].cnp(t)
         elif kind == "xoff" and not paused[rest[0]]:
             i = rest[0]
             paused[i], since[i] = True, t
@@ -103,8 +187,15 @@ def simulate(frame=4288, senders=7, mib=16, xoff=128 * 1024, xon=128 * 1024 - 2 
             send(i, t)
     f.update(end_ns=t, pause_p50_ns=statistics.median(pauses) if pauses else 0.0,
              spell_p50_ns=statistics.median(spells) if spells else 0.0,
-             overshoot_mean=statistics.mean(overshoot) if overshoot else 0.0)
+             overshoot_mean=statistics.mean(overshoot) if overshoot else 0.0,
+             jct_ns=max(fct), fct_spread=max(fct) / min(fct),
+             utilization=busy_then / all_sending_until if all_sending_until else 0.0)
     return f
+
+
+def seeds(text):
+    a, _, b = text.partition("-")
+    return list(range(int(a), int(b or a) + 1))
 
 
 def main():
@@ -116,16 +207,29 @@ def main():
     ap.add_argument("--xoff", type=int, default=128 * 1024)
     ap.add_argument("--xon", type=int, default=128 * 1024 - 2 * 4200, help="default XOFF - 2 x MTU (4,200)")
     ap.add_argument("--delay-ns", type=float, default=0.0, help="link propagation delay (rocelab's links: 0)")
+    ap.add_argument("--dcqcn", choices=("paper",), help="DCQCN at the senders (default: none, PFC alone)")
+    ap.add_argument("--kmin", type=int, default=32 * 1024, help="ECN Kmin, bytes (incast-dcqcn.yaml's 32 KB)")
+    ap.add_argument("--kmax", type=int, default=160 * 1024)
+    ap.add_argument("--pmax", type=float, default=0.05)
+    ap.add_argument("--seeds", type=seeds, default=[1], help="marking draws, e.g. 1-5 (DCQCN only)")
+    ap.add_argument("--cut-delay-ns", type=float, default=0.0,
+                    help="how long after a CNP arrives its cut takes hold (DCQCN only; default 0)")
     a = ap.parse_args()
     if a.frame <= 0 or a.senders <= 0 or a.mib <= 0 or not 0 < a.xon < a.xoff:
         ap.error("frame, senders and mib must be positive, and 0 < xon < xoff")
     payload = min(4096, a.frame)
-    f = simulate(a.frame, a.senders, a.mib, a.xoff, a.xon, a.delay_ns, payload)
-    print(f"{a.senders}:1 incast, PFC only, physical ports, {a.frame} B frames, {a.delay_ns:g} ns links: "
-          f"XOFF {f['xoff']}, peak queue {f['peak']} B ({(f['peak'] - a.senders * a.xoff) / a.senders:.0f} B a PG "
-          f"past XOFF at the peak), a PG {f['overshoot_mean']:.0f} B past XOFF a pause (mean), pause time "
-          f"{f['pause_ns'] / 1e6:.2f} ms summed, a pause {f['pause_p50_ns'] / 1e3:.2f} us and a sending spell "
-          f"{f['spell_p50_ns'] / 1e3:.2f} us (medians), done at {f['end_ns'] / 1e6:.2f} ms")
+    for seed in a.seeds if a.dcqcn else [1]:
+        f = simulate(a.frame, a.senders, a.mib, a.xoff, a.xon, a.delay_ns, payload, a.dcqcn,
+                     (a.kmin, a.kmax, a.pmax), seed=seed, cut_delay_ns=a.cut_delay_ns)
+        print(f"{a.senders}:1 incast, {'DCQCN ' + a.dcqcn + ' + PFC, seed ' + str(seed) if a.dcqcn else 'PFC only'}, "
+              f"physical ports, {a.frame} B frames, {a.delay_ns:g} ns links: "
+              f"XOFF {f['xoff']}, peak queue {f['peak']} B ({(f['peak'] - a.senders * a.xoff) / a.senders:.0f} B a PG "
+              f"past XOFF at the peak), a PG {f['overshoot_mean']:.0f} B past XOFF a pause (mean), pause time "
+              f"{f['pause_ns'] / 1e6:.2f} ms summed, a pause {f['pause_p50_ns'] / 1e3:.2f} us and a sending spell "
+              f"{f['spell_p50_ns'] / 1e3:.2f} us (medians), done at {f['end_ns'] / 1e6:.2f} ms")
+        if a.dcqcn:
+            print(f"  CNPs {f['cnps']}, job {f['jct_ns'] / 1e6:.2f} ms, FCT spread {f['fct_spread']:.3f}, "
+                  f"bottleneck busy {f['utilization']:.1%} while all send")
     return 0
 
 
