@@ -47,7 +47,9 @@ PAUSE_FRAME_NS = 64 * 8 / LINE_BPS * 1e9  # the PFC frame's own time on the wire
 
 def dcqcn_model(preset):
     """A reaction point of the project's independent DCQCN model, the engine's parameters."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "unit"))
+    unit = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "unit")
+    if unit not in sys.path:
+        sys.path.insert(0, unit)
     import dcqcn_golden
     p = dict(dcqcn_golden.PRESETS[preset])
     p["B"] = 10_000_000  # the engine's byte counter (DESIGN.md: 10 MB)

@@ -386,6 +386,12 @@ bool Engine::follow_pause(Qp& q, Endpoint& ep, Nanos now) {
   return q.pause_seen;
 }
 
+// The paused QP still owes its port the frame on the wire as XOFF arrived: none of the NIC's
+// QPs has sent it yet.
+bool Engine::frame_on_wire(const Qp& q) const {
+  return q.in_progress_at >= 0 && endpoints_[q.ep]->frame_of_pause != q.pause.since;
+}
+
 void Engine::transmit(Qp& q, Nanos now) {
   const double rate = std::min(q.rp.rate(), q.line_bps);
   const double allowance = pace(q, now, rate);
@@ -418,7 +424,7 @@ void Engine::transmit(Qp& q, Nanos now) {
   while (b.n < kBatch) {
     const bool response = q.rc.response_pending();
     if (!response && q.rc.data_ready() && q.next_at <= now && ep.next_at > now) nic_limited = true;
-    const bool may_begin = !paused || (q.in_progress_at >= 0 && ep.frame_of_pause != q.pause.since);
+    const bool may_begin = !paused || frame_on_wire(q);
     if (!response && (!may_begin || !(q.rc.data_ready() && q.next_at <= now && ep.next_at <= now))) break;
     auto t = q.rc.next_tx(now);
     if (!t) break;
@@ -453,7 +459,7 @@ Nanos Engine::next_due(Nanos now) const {
   for (const auto& q : qps_) {
     if (q->lost || endpoints_[q->ep]->down) continue;
     if (q->cnp_due || q->rc.response_pending()) return now;
-    if (q->pause_seen && q->in_progress_at >= 0 && endpoints_[q->ep]->frame_of_pause != q->pause.since) {
+    if (q->pause_seen && frame_on_wire(*q)) {
       due = std::min(due, q->in_progress_at);  // the frame on the wire as XOFF came finishes then
     } else if (!q->held.empty() || (q->pause_seen && q->rc.data_ready())) {
       // The socket was full (the NIC's queue, usually paused by PFC), or PFC holds the NIC: it

@@ -97,6 +97,7 @@ class Engine {
   void receive(Endpoint& ep, Nanos now);
   bool halted(Endpoint& ep, Nanos now);
   bool follow_pause(Qp& q, Endpoint& ep, Nanos now);
+  bool frame_on_wire(const Qp& q) const;
   void transmit(Qp& q, Nanos now);
   double pace(Qp& q, Nanos now, double rate);
   struct TxBatch;
