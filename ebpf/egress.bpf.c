@@ -245,7 +245,17 @@ static __always_inline int pg_sync(struct __sk_buff *skb, const struct rl_config
 		__s64 left = __sync_add_and_fetch(pgb, -(__s64)pops->bytes[k]);
 		if (st->paused && left < (__s64)cfg->pfc_xon) {
 			st->paused = 0;
+			st->refill = 1;
+			st->xon_ns = bpf_ktime_get_ns();
 			send_pfc(skb, RL_FIRST_PORT_IFINDEX + pops->slot[k], prio, RL_MARK_PFC(0, 0));
+			struct rl_counters *c = counters_of(RL_FIRST_PORT_IFINDEX + pops->slot[k], prio);
+			if (c) {
+				__u64 late = (__u64)((__s64)cfg->pfc_xon - left);
+				__sync_fetch_and_add(&c->xon_late_sum, late);
+				__sync_fetch_and_add(&c->pg_xons, 1);
+				if (late > c->xon_late_max)
+					c->xon_late_max = late; /* racy between CPUs: within one sync */
+			}
 		}
 	}
 	return owed;
@@ -301,6 +311,31 @@ static __always_inline void pg_add(struct __sk_buff *skb, const struct rl_config
 	__s64 pg = __sync_add_and_fetch(pgb, (__s64)skb->len);
 	if (st->paused && pg > st->episode_max)
 		st->episode_max = pg; /* racy between CPUs: within one packet */
+	if (st->refill && !st->paused) {
+		/* Its sender's first frame since XON: how far below XON the PG had drained. */
+		st->refill = 0;
+		__s64 before = pg - (__s64)skb->len;
+		__u64 below = before < (__s64)cfg->pfc_xon ? (__u64)((__s64)cfg->pfc_xon - before) : 0;
+		struct rl_counters *c = counters_of(RL_FIRST_PORT_IFINDEX + in_slot, prio);
+		if (c) {
+			__sync_fetch_and_add(&c->pg_refill_sum, below);
+			__sync_fetch_and_add(&c->pg_refills, 1);
+			if (below > c->pg_refill_max)
+				c->pg_refill_max = below;
+		}
+		struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &in_slot);
+		if (c && info && info->quantum_ps && st->xon_ns) {
+			/* The frame's own time at the link's rate: len x 8 bits, a quantum per 512. */
+			__u64 frame_ns = (__u64)skb->len * 8 * info->quantum_ps / 512 / 1000;
+			__u64 now = bpf_ktime_get_ns(), waited = now - st->xon_ns;
+			__u64 lag = waited > frame_ns ? waited - frame_ns : 0;
+			__sync_fetch_and_add(&c->resume_lag_sum_ns, lag);
+			__sync_fetch_and_add(&c->pg_refills_timed, 1);
+			if (lag > c->resume_lag_max_ns)
+				c->resume_lag_max_ns = lag;
+		}
+		st->xon_ns = 0;
+	}
 	if (pg < (__s64)cfg->pfc_xoff)
 		return;
 	struct rl_port_info *info = bpf_map_lookup_elem(&port_info, &in_slot);

@@ -35,8 +35,10 @@ static __always_inline int take_pfc(struct __sk_buff *skb)
 		__u16 quanta = bpf_ntohs(f.time[p]);
 		if (cnt) {
 			__sync_fetch_and_add(&cnt->pfc_rx, 1);
-			if (!quanta)
+			if (!quanta) {
 				__sync_fetch_and_add(&cnt->pfc_xon_rx, 1);
+				cnt->xon_arrived_ns = now;
+			}
 		}
 		struct rl_pfc_event *e = bpf_ringbuf_reserve(&pfc_events, sizeof *e, 0);
 		if (!e)

@@ -121,6 +121,30 @@ struct rl_counters {
 	 * this port (the ingress program's clock; 0: none in force). A sender finishes the frame
 	 * it had begun then (802.1Qbb), and begins none after. */
 	__u64 paused_arrived_ns;
+	/* Of an ingress port's PG, the other half of a pause cycle: how far below XON its PG had
+	 * drained when the switch found it there and sent XON (its queues are synced at an
+	 * enqueue or by the agent's probe, not at each dequeue), and when the first frame its
+	 * sender sent after that XON arrived. On physical ports XON leaves at the dequeue that
+	 * crosses XON, and the next frame arrives one frame's time and a round trip later: every
+	 * byte more is time the emulation added to the cycle (its sender refills it), and PFC
+	 * cycles that many fewer times (issue 48). Sums, the most, and how many. */
+	__u64 xon_late_sum;
+	__u64 xon_late_max;
+	__u64 pg_xons;
+	__u64 pg_refill_sum;
+	__u64 pg_refill_max;
+	__u64 pg_refills;
+	/* The same refills in time: XON leaving the switch -> the sender's next frame joining the
+	 * PG, less that frame's own time at the link's rate (ns, wall; the XON's way, the sender's
+	 * resume, its frame's way back). On physical ports a round trip; summed (over
+	 * pg_refills_timed) and the most. */
+	__u64 resume_lag_sum_ns;
+	__u64 resume_lag_max_ns;
+	__u64 pg_refills_timed;
+	/* When the last XON (pause time 0) naming this priority reached this port (the ingress
+	 * program's clock): a sender resumes as XON arrives (802.1Qbb), whenever the agent's
+	 * resume of its queue takes hold. */
+	__u64 xon_arrived_ns;
 };
 
 /* The ECN curve of one priority: probability 0 below kmin, pmax * (q - kmin) / (kmax - kmin)
@@ -278,8 +302,10 @@ struct rl_pfc_tx_state {
 	__u64 congested;    /* egress trigger: bit i, the node's port node_first_slot + i last saw
 	                     * this port's packets join its queue at >= XOFF (cleared below XON) */
 	__u32 paused;       /* an XOFF is in force at the peer, as far as we know */
-	__u32 pad;
+	__u32 refill;       /* XON went out: the next frame to join the PG is its sender's first
+	                     * after it (rl_counters.pg_refill_*) */
 	__s64 episode_max;  /* the most its PG held since the XOFF that began this pause */
+	__u64 xon_ns;       /* bpf_ktime_get_ns() of the last XON (0: the agent's, untimed) */
 };
 
 /* The order of the bytes in one egress queue (port slot, PFC priority) by the ingress port
@@ -412,10 +438,10 @@ struct rl_depth_override {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct rl_counters) == 30 * 8, "rl_counters layout");
+static_assert(sizeof(struct rl_counters) == 40 * 8, "rl_counters layout");
 static_assert(sizeof(struct rl_config) == 72 + 16 * RL_NUM_PRIO + 4 * RL_NUM_PRIO + 16 + RL_NUM_PRIO + 8, "rl_config layout");
 static_assert(sizeof(struct rl_port_info) == 184, "rl_port_info layout");
-static_assert(sizeof(struct rl_pfc_tx_state) == 32, "rl_pfc_tx_state layout");
+static_assert(sizeof(struct rl_pfc_tx_state) == 40, "rl_pfc_tx_state layout");
 static_assert(sizeof(struct rl_pg_ring) == 32 + 8 * RL_PG_RUNS, "rl_pg_ring layout");
 static_assert(sizeof(struct rl_pfc_event) == 24, "rl_pfc_event layout");
 static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");

@@ -1,5 +1,6 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <optional>
 
+#include "agent/cpu_watch.h"
 #include "agent/exporter.h"
 #include "agent/pauses.h"
 #include "agent/requests.h"
@@ -31,6 +33,7 @@
 #include "netlink/route_socket.h"
 #include "rocelab_abi.h"
 #include "sys/cpu.h"
+#include "sys/host_info.h"
 #include "sys/netns.h"
 
 namespace rocelab::agent {
@@ -132,8 +135,9 @@ class Agent {
   }
 
   bool loop() {
-    realtime();
-    uint64_t last_alive = now_ns(), last_sync = 0, last_budget = last_alive;
+    if (!realtime()) cpu_.never_realtime();
+    sys::Fd schedstat(open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
+    uint64_t last_alive = now_ns(), last_sync = 0, last_budget = last_alive, last_cpu = 0;
     while (!(stop_ && stop_->load()) && !stopping_) {
       std::vector<pollfd> fds{{events_->fd(), POLLIN, 0}};
       requests_->add_fds(fds);
@@ -155,6 +159,10 @@ class Agent {
       if (now - last_sync > 200'000) {
         send_xon_where_drained();
         last_sync = now;
+      }
+      if (now - last_cpu >= kCpuWatchNs) {
+        watch_cpu(schedstat.get(), now);
+        last_cpu = now;
       }
       if (now - last_budget > 1'000'000'000ull) {
         check_budget();
@@ -180,15 +188,37 @@ class Agent {
   // still keeps 5 % for everyone else. Without the privilege it stays as it was, said once.
   // On a core of its own (sys::agent_core, which the engine's threads keep off): beside a
   // time-shared thread it wakes every few microseconds and each wake preempts that thread.
-  void realtime() {
-    sched_param sp{};
-    sp.sched_priority = kRealtimePriority;
-    if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0)
-      std::fprintf(stderr, "rocelab agent: PFC loop at normal priority (SCHED_FIFO: %s)\n", std::strerror(errno));
+  // True when the loop runs at a real-time priority.
+  bool realtime() {
     if (const int core = sys::agent_core(); core >= 0 && !sys::pin_thread(core))
       std::fprintf(stderr, "rocelab agent: PFC loop not pinned to CPU %d: %s\n", core, std::strerror(errno));
+    if (set_realtime(true)) return true;
+    std::fprintf(stderr, "rocelab agent: PFC loop at normal priority (SCHED_FIFO: %s)\n", std::strerror(errno));
+    return false;
+  }
+  static bool set_realtime(bool on) {
+    sched_param sp{};
+    sp.sched_priority = on ? kRealtimePriority : 0;
+    return sched_setscheduler(0, on ? SCHED_FIFO : SCHED_OTHER, &sp) == 0;
   }
   static constexpr int kRealtimePriority = 10;
+
+  // The loop's own CPU (agent/cpu_watch.h): every kCpuWatchNs, how long the scheduler kept it
+  // waiting, and off real-time priority while it nears half the kernel's RT runtime.
+  void watch_cpu(int fd, uint64_t now) {
+    char buf[128];
+    const ssize_t n = fd >= 0 ? pread(fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0) return;
+    buf[n] = 0;
+    unsigned long long on_cpu = 0, waiting = 0;
+    if (std::sscanf(buf, "%llu %llu", &on_cpu, &waiting) != 2) return;
+    switch (cpu_.sample(now, on_cpu, waiting)) {
+      case CpuWatch::Step::kDown: set_realtime(false); break;
+      case CpuWatch::Step::kUp: set_realtime(true); break;
+      case CpuWatch::Step::kNone: break;
+    }
+  }
+  static constexpr uint64_t kCpuWatchNs = 5'000'000;
 
   // PFC's work the stall this turn woke from delayed (agent/stalls.h). Idle, the loop
   // oversleeps past 1.2 ms a few times a run (~1-2 ms in all over ten
@@ -482,7 +512,7 @@ class Agent {
     if (!emit(port, drained ? RL_MARK_PFC(0, prio) : RL_MARK_PFC_REFRESH | prio)) return;
     rl_pfc_tx_state next = st;
     next.paused = drained ? 0 : 1;
-    if (drained) next.congested = 0;  // every queue is below XON
+    if (drained) next.congested = 0, next.refill = 1, next.xon_ns = 0;  // every queue below XON; its sender refills next
     else next.last_sent_ns = now;
     maps_->set_tx_state(keys_[i], next, why);
     ++(drained ? fig_.xon_sent : fig_.xoff_refreshed);
@@ -497,7 +527,15 @@ class Agent {
     AgentFigures f = fig_;
     f.stalls = stalls_.stalls();
     f.stalls_dropped = stalls_.dropped();
+    f.held = cpu_.held();
+    f.held_dropped = cpu_.held_dropped();
+    f.rt_steps = cpu_.steps();
+    f.realtime = cpu_.realtime();
+    f.loop_cpu_ns = cpu_.on_cpu_ns();
+    f.loop_wait_ns = cpu_.waiting_ns();
     f.reaction_ns = summary(latencies_);
+    if (latencies_.count())
+      for (double q : fabric::kReactionQuantiles) f.reaction_ns.quantiles.push_back(latencies_.percentile(q));
     raise_budget(f.reaction_ns.p99);
     f.transit_ns = summary(transits_);
     f.path_ns = summary(paths_);
@@ -581,6 +619,8 @@ class Agent {
   std::map<uint32_t, Port> ports_;
   PauseBook pauses_;  // by rl_queue_key
   StallLog stalls_{kPollNs, kStallSlackNs, fabric::kStallLogMax};
+  // A wait of the scheduler's past 200 us between two readings is logged.
+  CpuWatch cpu_{sys::rt_bandwidth().period_ns, sys::rt_bandwidth().runtime_ns, 200'000, fabric::kStallLogMax};
   StormSchedule storms_;
   std::optional<Watchdog> wd_;  // none: no watchdog, or no queue it watches
   std::vector<fabric::WatchdogEvent> wd_events_;

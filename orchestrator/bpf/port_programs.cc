@@ -73,6 +73,7 @@ sys::PauseReading Counters::pause_reading(size_t slot, uint32_t prio) const {
   r.since = sys::Nanos(__atomic_load_n(&c->paused_since_ns, __ATOMIC_ACQUIRE));
   r.arrived = r.since ? sys::Nanos(__atomic_load_n(&c->paused_arrived_ns, __ATOMIC_RELAXED)) : 0;
   if (r.since && (r.arrived == 0 || r.arrived > r.since)) r.arrived = r.since;  // a pause set by hand, or torn
+  r.xon = sys::Nanos(__atomic_load_n(&c->xon_arrived_ns, __ATOMIC_RELAXED));
   return r;
 }
 

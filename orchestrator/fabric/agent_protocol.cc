@@ -74,12 +74,18 @@ namespace {
 
 // A latency summary (reaction, transit, path) as the figures carry it.
 ordered_json summary_json(const AgentFigures::Reaction& r) {
-  return {{"count", r.count}, {"p50", r.p50}, {"p99", r.p99}, {"max", r.max}};
+  ordered_json j{{"count", r.count}, {"p50", r.p50}, {"p99", r.p99}, {"max", r.max}};
+  if (!r.quantiles.empty()) j["quantiles"] = r.quantiles;
+  return j;
 }
 
 AgentFigures::Reaction summary_from(const json& r) {
-  return {r.at("count").get<uint64_t>(), r.at("p50").get<uint64_t>(), r.at("p99").get<uint64_t>(),
-          r.at("max").get<uint64_t>()};
+  AgentFigures::Reaction out{r.at("count").get<uint64_t>(), r.at("p50").get<uint64_t>(), r.at("p99").get<uint64_t>(),
+                             r.at("max").get<uint64_t>(), {}};
+  if (auto q = r.find("quantiles"); q != r.end() && q->is_array())
+    for (const auto& v : *q)
+      if (v.is_number_unsigned()) out.quantiles.push_back(v.get<uint64_t>());
+  return out;
 }
 
 }  // namespace
@@ -98,6 +104,9 @@ ordered_json to_json(const AgentFigures& f) {
   for (const auto& e : f.pause_log) plog.push_back({e.t_ns, e.slot, e.prio, e.paused ? 1 : 0});
   ordered_json stalls = ordered_json::array();  // [t_ns, late_ns, delayed_ns]
   for (const auto& x : f.stalls) stalls.push_back({x.t_ns, x.late_ns, x.delayed_ns});
+  ordered_json held = ordered_json::array(), steps = ordered_json::array();  // [t_ns, wait_ns, span_ns], [t_ns, up, used_ns]
+  for (const auto& x : f.held) held.push_back({x.t_ns, x.wait_ns, x.span_ns});
+  for (const auto& x : f.rt_steps) steps.push_back({x.t_ns, x.up ? 1 : 0, x.used_ns});
   ordered_json dl = ordered_json::array();
   for (const auto& d : f.deadlocks)
     dl.push_back({{"prio", d.prio}, {"members", d.members}, {"since_ns", d.since_ns}, {"detected_ns", d.detected_ns},
@@ -136,6 +145,12 @@ ordered_json to_json(const AgentFigures& f) {
           {"deadlocks", dl},
           {"stalls", stalls},
           {"stalls_dropped", f.stalls_dropped},
+          {"held", held},
+          {"held_dropped", f.held_dropped},
+          {"rt_steps", steps},
+          {"realtime", f.realtime},
+          {"loop_cpu_ns", f.loop_cpu_ns},
+          {"loop_wait_ns", f.loop_wait_ns},
           {"pause_log", plog},
           {"pause_log_dropped", f.pause_log_dropped},
           {"leaks", leaks},
@@ -196,6 +211,16 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
     for (const auto& x : j.at("stalls"))
       f.stalls.push_back({x.at(0).get<uint64_t>(), x.at(1).get<uint64_t>(), x.at(2).get<uint64_t>()});
     f.stalls_dropped = u("stalls_dropped");
+    if (j.contains("held")) {  // an agent of before issue 48 has none
+      for (const auto& x : j.at("held"))
+        f.held.push_back({x.at(0).get<uint64_t>(), x.at(1).get<uint64_t>(), x.at(2).get<uint64_t>()});
+      f.held_dropped = u("held_dropped");
+      for (const auto& x : j.at("rt_steps"))
+        f.rt_steps.push_back({x.at(0).get<uint64_t>(), x.at(1).get<int>() != 0, x.at(2).get<uint64_t>()});
+      f.realtime = j.at("realtime").get<bool>();
+      f.loop_cpu_ns = u("loop_cpu_ns");
+      f.loop_wait_ns = u("loop_wait_ns");
+    }
     for (const auto& d : j.at("deadlocks"))
       f.deadlocks.push_back({d.at("prio").get<uint32_t>(), d.at("members").get<std::vector<std::string>>(),
                              d.at("since_ns").get<uint64_t>(), d.at("detected_ns").get<uint64_t>(),

@@ -113,6 +113,20 @@ struct AgentStall {
   uint64_t delayed_ns = 0;
 };
 
+// The scheduler kept the PFC loop waiting while it was runnable (its schedstat run delay
+// grew this much between two readings `span_ns` apart): an RT throttle, a higher-priority
+// thread on its core, or, once it left real-time priority, time-shared threads beside it.
+struct AgentHeld {
+  uint64_t t_ns = 0, wait_ns = 0, span_ns = 0;
+};
+// The loop left real-time priority (up = false) or took it again, its CPU over the last RT
+// period then `used_ns` (agent/cpu_watch.h).
+struct AgentStep {
+  uint64_t t_ns = 0;
+  bool up = false;
+  uint64_t used_ns = 0;
+};
+
 struct PauseEvent {
   uint64_t t_ns = 0;  // CLOCK_MONOTONIC
   uint32_t slot = 0, prio = 0;
@@ -128,6 +142,9 @@ struct AgentFigures {
   uint64_t xon_sent = 0, xoff_refreshed = 0, kicks = 0;
   struct Reaction {
     uint64_t count = 0, p50 = 0, p99 = 0, max = 0;  // BPF arrival -> pause in effect (nearest rank)
+    // At kReactionQuantiles (empty: not kept): the whole distribution, its tail finer, which
+    // bench/pfc_model.py draws a physical sender's reaction from.
+    std::vector<uint64_t> quantiles;
   } reaction_ns;
   Reaction transit_ns;  // the link's other end deciding XOFF -> its frame arriving here (BPF clocks)
   Reaction path_ns;     // the same decision -> the pause in force here: a pause's whole way, per pause
@@ -140,6 +157,11 @@ struct AgentFigures {
   std::vector<DeadlockFigures> deadlocks;
   std::vector<AgentStall> stalls;     // in order, the first kStallLogMax of the run
   uint64_t stalls_dropped = 0;
+  std::vector<AgentHeld> held;        // in order, the first kStallLogMax of the run
+  uint64_t held_dropped = 0;
+  std::vector<AgentStep> rt_steps;    // in order, every one
+  bool realtime = false;              // the loop ran at a real-time priority (as last asked)
+  uint64_t loop_cpu_ns = 0, loop_wait_ns = 0;  // the loop's time on a CPU and waiting, since it began
   std::vector<PauseEvent> pause_log;  // in order, the first kPauseLogMax of the run
   uint64_t pause_log_dropped = 0;     // events beyond it
   std::vector<PortLeakFigures> leaks;
@@ -148,6 +170,9 @@ struct AgentFigures {
 };
 
 inline constexpr size_t kPauseLogMax = 200'000;
+// The percentiles AgentFigures::Reaction::quantiles are taken at.
+inline constexpr double kReactionQuantiles[] = {0,  5,  10, 15, 20, 25, 30, 35, 40, 45, 50,   55,   60,  65,
+                                                70, 75, 80, 85, 90, 95, 98, 99, 99.5, 99.8, 99.9, 100};
 inline constexpr size_t kStallLogMax = 20'000;
 
 nlohmann::ordered_json to_json(const AgentConfig& c);

@@ -69,6 +69,7 @@ Result<std::unique_ptr<LocalTestbed>> LocalTestbed::up(const model::Scenario& s,
     t->nodes_.push_back(std::move(n));
   }
   t->agent_socket_ = t->fabric_->agent_socket();
+  t->agent_pid_ = t->fabric_->agent_pid();
   t->scenario_ = s;
   if (auto st = t->open_maps(); !st) {
     (void)t->down();
@@ -101,7 +102,7 @@ Result<std::unique_ptr<LocalTestbed>> LocalTestbed::attach(const std::string& in
     t->nodes_.push_back(std::move(n));
     t->netns_.push_back(std::move(*fd));
   }
-  if (st->agent_pid) t->agent_socket_ = agent_socket_path(instance);
+  if (st->agent_pid) t->agent_socket_ = agent_socket_path(instance), t->agent_pid_ = st->agent_pid;
   if (auto s = t->open_maps(); !s) return s.error();
   for (auto& n : t->nodes_) {
     rl_port_info info{};

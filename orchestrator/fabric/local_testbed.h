@@ -38,6 +38,7 @@ class LocalTestbed final : public Testbed {
   Result<std::vector<PortStats>> counters(const std::vector<PortRef>& ports) override;
   Result<std::vector<PortStats>> sample(bool take_peaks) override;
   Result<std::optional<AgentFigures>> agent_figures() override;
+  int agent_pid() const override { return agent_pid_; }
   Status agent_alive() override;
   Result<Change> set_loss(const PortRef& p, double probability, uint64_t seed) override;
   Result<Change> set_corruption(const PortRef& p, double probability, uint64_t seed) override;
@@ -85,6 +86,7 @@ class LocalTestbed final : public Testbed {
   std::vector<NodeInfo> nodes_;
   std::optional<bpf::FabricMaps> maps_;
   std::string agent_socket_;    // empty: no agent
+  int agent_pid_ = 0;
   sys::MonotonicClock clock_;
   bool keep_ = false;
   // Routing: the scenario (a copy when brought up here; NAME.scenario.json when attached),

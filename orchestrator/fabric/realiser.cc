@@ -705,6 +705,7 @@ bool Fabric::start_agent(const UpOptions& o, std::string& why) {
   if (!j.is_object() || !j.value("ok", false))
     return why = "the PFC agent: " + (j.is_object() ? j.value("error", std::string("failed")) : reply), false;
   agent_socket_ = cfg.socket_path;
+  agent_pid_ = sp->pid;
   agent_seconds_ = since(t0);
   return true;
 }

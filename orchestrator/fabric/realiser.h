@@ -65,6 +65,7 @@ class Fabric {
   // What link delay became (empty: no link has one, or the kernel cannot: then a note says so).
   const std::string& delay_summary() const { return delay_summary_; }
   const std::string& agent_socket() const { return agent_socket_; }
+  int agent_pid() const { return agent_pid_; }  // 0: no agent
   const bpf::PortPrograms& programs() const { return *progs_; }
 
   // The kinds of link a fabric is made of, one registry as fault and workload kinds are
@@ -112,6 +113,7 @@ class Fabric {
   std::vector<std::string> notes_;
   std::string delay_summary_;
   std::string agent_socket_;  // empty: no agent (no PFC priority)
+  int agent_pid_ = 0;
   double up_seconds_ = 0, agent_seconds_ = 0;
 };
 

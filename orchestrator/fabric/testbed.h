@@ -105,6 +105,8 @@ class Testbed {
   }
   // The agent's figures as of now; nullopt when the fabric has no agent (no PFC priority).
   virtual Result<std::optional<AgentFigures>> agent_figures() = 0;
+  // The agent's process on this machine (0: none, or not known): its CPU is the run's own.
+  virtual int agent_pid() const { return 0; }
   // Whether the agent answers (cheap: the run asks four times a second); ok without one.
   virtual Status agent_alive() {
     auto f = agent_figures();

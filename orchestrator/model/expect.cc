@@ -76,6 +76,12 @@ std::vector<MetricInfo> stall_metrics() {
      "force or lift, an XON to send), each delay beyond the two frame times at the fastest port a shaper "
      "makes up; above 0.01 the run is invalid"},
     {"agent_stall_max", MetricKind::kScalar, "s", {}, "the longest such delay (physical: wall / D)"},
+    {"agent_held_max", MetricKind::kScalar, "s", {},
+     "the longest the scheduler kept the runnable PFC loop waiting in the traffic phase (its schedstat run delay "
+     "between two readings 5 ms apart; physical: wall / D): an RT throttle or another thread on its core"},
+    {"agent_rt_steps", MetricKind::kScalar, "count", {},
+     "times the PFC loop left real-time priority in the traffic phase, its CPU near half of what the kernel lets "
+     "real-time threads run (never the kernel's throttle)"},
     {"line_lost", MetricKind::kSeries, "ratio", {"node", "port"},
      "share of the traffic phase a port's line idled with packets waiting and no priority paused, past two of "
      "its frames a run (what the shapers' buckets make up): line time the machine took (its shaper's timer run "
@@ -89,6 +95,8 @@ std::vector<MetricInfo> stall_metrics() {
 // stalls that stretch them: listed after pfc_reaction_p99.
 std::vector<MetricInfo> pause_path_metrics() {
   std::vector<MetricInfo> m = {
+    {"pfc_reaction_quantiles", MetricKind::kSeries, "s", {"q"},
+     "the agent's reaction at percentiles q = 0, 5, ..., 95, 98, 99, 99.5, 99.8, 99.9, 100 (wall clock)"},
     {"pfc_transit_p50", MetricKind::kScalar, "s", {},
      "a pause's way to the port it pauses: the switch deciding XOFF to the frame's arrival (BPF clocks, wall), "
      "median over the pauses put in force"},
@@ -101,6 +109,28 @@ std::vector<MetricInfo> pause_path_metrics() {
      "how far an ingress port's priority group ran past XOFF per pause, mean over its pause episodes: what "
      "arrived after the switch decided XOFF (ingress trigger)"},
     {"pfc_overshoot_max", MetricKind::kSeries, "bytes", {"node", "port", "prio"}, "the same, the most in one episode"},
+    {"pfc_xon_late", MetricKind::kSeries, "bytes", {"node", "port", "prio"},
+     "how far below XON an ingress port's priority group had drained when the switch sent it XON, mean over its "
+     "XONs (physical ports send XON at the dequeue that crosses it: 0)"},
+    {"pfc_xon_late_max", MetricKind::kSeries, "bytes", {"node", "port", "prio"}, "the same, the most at one XON"},
+    {"pfc_refill", MetricKind::kSeries, "bytes", {"node", "port", "prio"},
+     "how far below XON an ingress port's priority group had drained when its sender's first frame after XON "
+     "arrived, mean over its XONs: the resume's whole path (physical ports: what the PG's share of the line "
+     "drains in a round trip and one frame)"},
+    {"pfc_refill_max", MetricKind::kSeries, "bytes", {"node", "port", "prio"}, "the same, the most after one XON"},
+    {"pfc_resume_lag", MetricKind::kSeries, "s", {"node", "port", "prio"},
+     "an ingress port's XON leaving the switch to its sender's next frame joining its priority group, less that "
+     "frame's own time at the link's rate: the resume's way, mean (wall clock; physical ports: a round trip)"},
+    {"pfc_resume_lag_max", MetricKind::kSeries, "s", {"node", "port", "prio"}, "the same, the longest"},
+    {"pfc_resume_lag_mean", MetricKind::kScalar, "s", {},
+     "pfc_resume_lag over every refill of the run, physical; past pfc_frame_time the run is invalid"},
+    {"pfc_frame_time", MetricKind::kScalar, "s", {},
+     "one frame (MTU + 14 B) at the fastest port's rate, physical: what a port's reaction must stay within (the "
+     "agent's pfc_reaction_p99 and pfc_resume_lag_mean, as wall / D)"},
+    {"pfc_overshoot_excess", MetricKind::kScalar, "ratio", {},
+     "per switch, what its priority groups ran past XOFF beyond a physical link's allowance (2 frames and a round "
+     "trip) and one frame of the emulation's, at most in one pause each, summed, over their XOFF summed; the most "
+     "of any switch. Past 0.05 the run is invalid: a peak queue may be that far off"},
   };
   for (auto& x : stall_metrics()) m.push_back(std::move(x));
   return m;

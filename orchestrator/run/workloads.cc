@@ -237,7 +237,7 @@ ordered_json workloads_json(const workload::WorkloadRun& r, const WorkloadAnalys
                       {"ce_marked", r.ce_marked}, {"bad_icrc", r.bad_icrc}, {"rx_overflow", r.rx_overflow},
                       {"worst_pacing_error", r.worst_pacing_error}, {"worst_paced_nic", r.worst_paced_nic}, {"engine_cpu_busy", r.engine_cpu_busy},
                       {"engine_cpu_waiting", r.engine_cpu_waiting}, {"engine_threads", r.engine_threads}, {"machine_steal", r.machine_steal},
-                      {"wall_seconds", r.seconds}}},
+                      {"machine_other", r.machine_other}, {"wall_seconds", r.seconds}}},
           {"nic_counters", r.nic_counters},
           {"workloads", wls},
           {"flows", flows},

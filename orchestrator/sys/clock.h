@@ -22,6 +22,7 @@ struct PauseReading {
   Nanos since = 0;    // the pause in force took hold (the sender's queue stopped)
   Nanos arrived = 0;  // the XOFF that began it reached the NIC (before `since`: the reaction)
   Nanos total = 0;    // how long the pauses that ended held it
+  Nanos xon = 0;      // the last XON reached the NIC (0: none yet): a pause it ended ended then
   bool on() const { return since != 0; }
 };
 

@@ -1,6 +1,7 @@
 #include "sys/cpu.h"
 
 #include <sched.h>
+#include <sys/prctl.h>
 
 #include <cstring>
 
@@ -40,6 +41,15 @@ AvoidCore::~AvoidCore() {
   cpu_set_t set;
   std::memcpy(&set, saved_, sizeof set);
   sched_setaffinity(0, sizeof set, &set);
+}
+
+PreciseTimers::PreciseTimers() {
+  const int slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  if (slack >= 0 && prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0) == 0) saved_ = slack;
+}
+
+PreciseTimers::~PreciseTimers() {
+  if (saved_ > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(saved_), 0, 0, 0);
 }
 
 }  // namespace rocelab::sys

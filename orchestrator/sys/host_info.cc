@@ -15,7 +15,9 @@
 #include <unistd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -92,6 +94,101 @@ std::optional<ThreadCpu> thread_cpu() {
   ThreadCpu t;
   if (!text || std::sscanf(text->c_str(), "%lu %lu", &t.on_cpu_ns, &t.waiting_ns) != 2) return std::nullopt;
   return t;
+}
+
+namespace {
+
+// A share from a period and a runtime file (microseconds; runtime -1: unlimited).
+std::optional<RtBandwidth> rt_pair(const std::string& period_path, const std::string& runtime_path) {
+  auto p = read_file(period_path), r = read_file(runtime_path);
+  long long period = 0, runtime = 0;
+  if (!p || !r || std::sscanf(p->c_str(), "%lld", &period) != 1 || std::sscanf(r->c_str(), "%lld", &runtime) != 1 ||
+      period <= 0)
+    return std::nullopt;
+  return RtBandwidth{uint64_t(period) * 1000, runtime < 0 ? 0 : uint64_t(runtime) * 1000};
+}
+
+// This process's v1 cpu cgroup directory ("N:cpu,cpuacct:/path" in /proc/self/cgroup), if any.
+std::optional<std::string> cpu_cgroup_v1() {
+  auto text = read_file("/proc/self/cgroup");
+  if (!text) return std::nullopt;
+  size_t at = 0;
+  while (at < text->size()) {
+    const size_t end = std::min(text->find('\n', at), text->size());
+    const std::string line = text->substr(at, end - at);
+    at = end + 1;
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string ctl = "," + line.substr(a + 1, b - a - 1) + ",";
+    if (ctl.find(",cpu,") == std::string::npos) continue;
+    for (const char* mount : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"})
+      if (path_exists(std::string(mount) + line.substr(b + 1) + "/cpu.rt_runtime_us")) return mount + line.substr(b + 1);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+RtBandwidth rt_bandwidth() {
+  RtBandwidth out = rt_pair("/proc/sys/kernel/sched_rt_period_us", "/proc/sys/kernel/sched_rt_runtime_us")
+                        .value_or(RtBandwidth{});
+  if (auto dir = cpu_cgroup_v1())
+    if (auto g = rt_pair(*dir + "/cpu.rt_period_us", *dir + "/cpu.rt_runtime_us")) {
+      // The smaller share of a period binds (the group's own runtime 0: no RT at all).
+      const double mine = out.runtime_ns ? double(out.runtime_ns) / double(out.period_ns) : 1.0;
+      const double group = double(g->runtime_ns) / double(g->period_ns);
+      if (group < mine) out = *g;
+    }
+  return out;
+}
+
+std::optional<uint64_t> other_processes_cpu_ns(const std::vector<int>& ours) {
+  const long hz = sysconf(_SC_CLK_TCK);
+  DIR* d = opendir("/proc");
+  if (!d || hz <= 0) {
+    if (d) closedir(d);
+    return std::nullopt;
+  }
+  uint64_t ticks = 0;
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end || std::find(ours.begin(), ours.end(), int(pid)) != ours.end()) continue;
+    auto st = read_file("/proc/" + std::string(e->d_name) + "/stat");
+    if (!st) continue;  // gone meanwhile
+    // "pid (comm) state ppid ..." : the fields after the comm's last ')', 3 = state.
+    const size_t close = st->rfind(')');
+    if (close == std::string::npos) continue;
+    unsigned long flags = 0, utime = 0, stime = 0;
+    if (std::sscanf(st->c_str() + close + 2, "%*c %*d %*d %*d %*d %*d %lu %*u %*u %*u %*u %lu %lu", &flags, &utime,
+                    &stime) != 3)
+      continue;
+    if (flags & 0x00200000) continue;  // PF_KTHREAD
+    ticks += utime + stime;
+  }
+  closedir(d);
+  return ticks * (1'000'000'000ull / uint64_t(hz));
+}
+
+std::string MachineId::text() const {
+  return (cpu_model.empty() ? std::string("unknown CPU") : cpu_model) + ", " + std::to_string(cpus) + " CPUs, clocksource " +
+         (clocksource.empty() ? "unknown" : clocksource) + ", kernel " + kernel;
+}
+
+MachineId machine_id() {
+  MachineId m;
+  if (auto c = read_file("/proc/cpuinfo"))
+    if (size_t at = c->find("model name"); at != std::string::npos)
+      if (size_t colon = c->find(':', at); colon != std::string::npos) {
+        const size_t end = c->find('\n', colon);
+        m.cpu_model = c->substr(colon + 2, end == std::string::npos ? std::string::npos : end - colon - 2);
+      }
+  if (auto cs = read_file("/sys/devices/system/clocksource/clocksource0/current_clocksource"))
+    m.clocksource = cs->substr(0, cs->find('\n'));
+  m.kernel = kernel_info().release;
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  m.cpus = n > 0 ? unsigned(n) : 0;
+  return m;
 }
 
 std::optional<MachineSteal> machine_steal() {

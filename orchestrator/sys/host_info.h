@@ -34,6 +34,13 @@ struct ThreadCpu {
   uint64_t on_cpu_ns = 0, waiting_ns = 0;
 };
 std::optional<ThreadCpu> thread_cpu();
+// How much of each period real-time threads of this process may run before the kernel
+// stops them for the rest of it (sched_rt_runtime_us of sched_rt_period_us; within a v1 cpu
+// cgroup with RT group scheduling, its cpu.rt_runtime_us if smaller). runtime_ns 0: no limit.
+struct RtBandwidth {
+  uint64_t period_ns = 1'000'000'000, runtime_ns = 0;
+};
+RtBandwidth rt_bandwidth();
 // Time the hypervisor ran something else on this machine's CPUs (steal, /proc/stat), summed
 // over CPUs, and how many CPUs that is over.
 struct MachineSteal {
@@ -41,6 +48,18 @@ struct MachineSteal {
   unsigned cpus = 0;
 };
 std::optional<MachineSteal> machine_steal();
+// CPU time of every user process on this machine but `ours` (kernel threads left out: the
+// fabric's own softirq work runs in ksoftirqd), summed, from /proc/PID/stat: two readings
+// around a phase tell what other programs took from it. nullopt when /proc cannot be read.
+std::optional<uint64_t> other_processes_cpu_ns(const std::vector<int>& ours);
+// The machine's facts a measured figure depends on (bench output, results.json): CPU model,
+// logical CPUs, clocksource, kernel release, HZ-independent.
+struct MachineId {
+  std::string cpu_model, clocksource, kernel;
+  unsigned cpus = 0;
+  std::string text() const;  // "AMD EPYC, 2 CPUs, clocksource tsc, kernel 6.18.44"
+};
+MachineId machine_id();
 // The kernel has a module available: built in, loaded, or on disk for this release.
 bool kernel_has_module(const std::string& name);
 

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "bpf/headroom.h"
+#include "fabric/kernel_plan.h"
 #include "telemetry/sink.h"
 
 namespace rocelab::telemetry {
@@ -93,18 +94,123 @@ void stall_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   }
   const double phase = double(now_ns - uint64_t(c.t0_ns));
   const double share = lost / phase;
+  // The scheduler's own account of the loop (agent/cpu_watch.h): the longest it kept the
+  // runnable loop waiting within the phase, and its steps off real-time priority there.
+  uint64_t held_max = 0, steps_down = 0;
+  for (const auto& h : a.held)
+    if (h.t_ns >= uint64_t(c.t0_ns) && h.t_ns <= now_ns) held_max = std::max(held_max, h.wait_ns);
+  for (const auto& st : a.rt_steps)
+    if (st.t_ns >= uint64_t(c.t0_ns) && st.t_ns <= now_ns && !st.up) ++steps_down;
+  c.metrics["agent_held_max"] = MetricValue{MetricKind::kScalar, double(held_max) / 1e9 / c.scenario.scale.factor(), {}};
+  c.metrics["agent_rt_steps"] = MetricValue{MetricKind::kScalar, double(steps_down), {}};
+  if (steps_down)
+    c.notes.push_back(fmt::format("the PFC agent's loop left real-time priority {} times in the traffic phase: its CPU "
+                                  "(the fabric's softirq work charged to it) neared half of what the kernel lets "
+                                  "real-time threads run",
+                                  steps_down));
   c.metrics["agent_stalled"] = MetricValue{MetricKind::kScalar, share, {}};
   c.metrics["agent_stall_max"] = MetricValue{MetricKind::kScalar, double(longest) / 1e9 / c.scenario.scale.factor(), {}};
   if (share > kStalledInvalid && c.invalid.empty())
     c.invalid = fmt::format("the machine held the CPUs from the fabric {:.1f} % of the traffic phase ({} stalls of the PFC "
                             "agent's loop that delayed PFC's work, the longest delay {:.1f} ms, each past the {:.2f} "
-                            "ms a shaper makes up): the machine did not keep up",
-                            share * 100, n + a.stalls_dropped, double(longest) / 1e6, made_up / 1e6);
+                            "ms a shaper makes up; the scheduler kept the runnable loop waiting {:.1f} ms at most): the "
+                            "machine did not keep up",
+                            share * 100, n + a.stalls_dropped, double(longest) / 1e6, made_up / 1e6,
+                            double(held_max) / 1e6);
   spdlog::debug("the agent's loop was held past the shapers' buckets {:.2f} % of the traffic phase, PFC's work "
                 "delayed past them {:.2f} % ({} stalls logged, {} past the log)",
                 held / phase * 100, share * 100, a.stalls.size(), a.stalls_dropped);
   // Past the log's end the probe saw more than it kept: never called faithful.
   judge_steal(c, a.stalls_dropped > 0 ? 1.0 : held / phase);
+}
+
+// What decides PFC's physics held (DESIGN.md §3, issue 48): a run whose pause path moved with
+// the host is invalid, named by the mechanism figure that broke, whatever its lines did.
+//  - A port's reaction: a physical port stops within the frame it is sending. The agent's
+//    reaction (XOFF's arrival -> the pause in force) at its 99th percentile, and the resume's
+//    way (XON out -> the sender's next frame in, less that frame's time), on average, each
+//    within one frame at the fastest port's emulated rate. Within that the emulation is a
+//    physical port whose sender reacts that fast: bench/pfc_model.py --react-ns sets it beside.
+//  - A PG's overshoot past XOFF: a physical link lets through the frame that crossed XOFF,
+//    the frame on the wire as XOFF arrived and its round trip; the emulation may add one frame
+//    (its reaction). What each switch's PGs ran past that at most, summed, against their XOFF:
+//    the most a peak queue can be off. Past 5 % (the peak's fidelity, issue 48) invalid. One
+//    PG a frame further once in thousands of pauses moves nothing; a stall that lets every PG
+//    run on (a 65 ms RT throttle: a peak 50 % over) does.
+constexpr double kPeakExcessInvalid = 0.05;
+
+void mechanism_metrics(Collect& c, const fabric::AgentFigures& a) {
+  struct Port {
+    std::string node, name;
+    double frame_s = 0;   // one frame at its emulated rate, wall
+    double allow = 0;     // bytes a physical link and one frame of the emulation let past XOFF
+  };
+  std::map<size_t, Port> ports;  // by slot
+  std::map<std::pair<std::string, std::string>, size_t> slot_of;
+  for (const auto& np : c.plan.nodes)
+    for (const auto& p : np.ports) {
+      if (!p.rate_bps) continue;
+      ports[p.slot] = {np.node, p.ifname, double(p.mtu + 14) * 8 / double(p.rate_bps),
+                       3.0 * (p.mtu + 14) + double(fabric::round_trip_bytes(c.plan, p))};
+      slot_of[{np.node, p.ifname}] = p.slot;
+    }
+  const double d = c.scenario.scale.factor();
+  auto scalar = [&](const char* name, double v) { c.metrics[name] = MetricValue{MetricKind::kScalar, v, {}}; };
+  auto invalid = [&](const std::string& why) {
+    if (c.invalid.empty()) c.invalid = why;
+  };
+  // The reaction, against the frame of the fastest port a pause held (one histogram for all).
+  double frame_s = 0;
+  for (const auto& x : a.paused)
+    if (auto it = slot_of.find({x.node, x.port}); it != slot_of.end() && x.pauses)
+      if (double f = ports.at(it->second).frame_s; frame_s == 0 || f < frame_s) frame_s = f;
+  if (frame_s > 0) scalar("pfc_frame_time", frame_s / d);
+  if (frame_s > 0 && a.reaction_ns.count >= 100 && double(a.reaction_ns.p99) / 1e9 > frame_s)
+    invalid(fmt::format("the PFC agent's reaction (an XOFF's arrival to the pause in force) took {:.0f} us of wall clock "
+                        "at its 99th percentile, {:.0f} ns physical at D = {:g}: past the {:.0f} ns one frame takes at "
+                        "the fastest port it paused, within which a physical port stops; the pauses' physics did not hold",
+                        double(a.reaction_ns.p99) / 1e3, double(a.reaction_ns.p99) / d, d, frame_s / d * 1e9));
+  auto stats = c.testbed.counters({});
+  if (!stats) return;
+  double lag_sum = 0, refills = 0, worst_lag = 0;
+  const Port* lag_at = nullptr;
+  std::map<std::string, std::pair<double, double>> excess;  // switch -> (bytes past the allowance, XOFF of its PGs)
+  const double xoff = double(c.plan.port_config.pfc_xoff);
+  for (const auto& ps : *stats) {
+    auto it = ports.find(size_t(ps.ifindex - RL_FIRST_PORT_IFINDEX));
+    if (it == ports.end()) continue;
+    const Port& port = it->second;
+    for (const auto& pr : ps.prio) {
+      lag_sum += double(pr.c.resume_lag_sum_ns), refills += double(pr.c.pg_refills_timed);
+      // A PG's senders' mean resume lag against their link's frame, once there are enough.
+      if (pr.c.pg_refills_timed >= 20) {
+        const double lag = double(pr.c.resume_lag_sum_ns) / double(pr.c.pg_refills_timed) / 1e9;
+        if (lag / port.frame_s > worst_lag) worst_lag = lag / port.frame_s, lag_at = &port;
+      }
+      if (!pr.c.pg_episodes) continue;
+      auto& [past, held] = excess[port.node];
+      past += std::max(0.0, double(pr.c.pg_overshoot_max) - port.allow);
+      held += xoff;
+    }
+  }
+  if (refills > 0) scalar("pfc_resume_lag_mean", lag_sum / refills / 1e9 / d);
+  if (lag_at && worst_lag > 1)
+    invalid(fmt::format("the senders into {}:{} resumed {:.0f} us of wall clock after XON left the switch, on average "
+                        "past a link's round trip and their frame ({:.0f} ns physical at D = {:g}): past the {:.0f} ns "
+                        "one frame takes at that port; PFC's cadence did not hold",
+                        lag_at->node, lag_at->name, worst_lag * lag_at->frame_s * 1e6, worst_lag * lag_at->frame_s / d * 1e9,
+                        d, lag_at->frame_s / d * 1e9));
+  double worst = 0;
+  std::string at;
+  for (const auto& [node, e] : excess)
+    if (e.second > 0 && e.first / e.second > worst) worst = e.first / e.second, at = node;
+  scalar("pfc_overshoot_excess", worst);
+  if (worst > kPeakExcessInvalid)
+    invalid(fmt::format("{}'s priority groups ran past XOFF {:.1f} % of their XOFF further than physical links let "
+                        "through (the frame that crossed XOFF, the frame on the wire, the round trip, and one frame of "
+                        "the emulation's reaction), at most in one pause each: its peak queue is off by up to that; "
+                        "the pauses' physics did not hold",
+                        at, worst * 100));
 }
 
 // The ports' lines against their rates (fabric::PortLineFigures, rl_line_state): the time a
@@ -257,6 +363,11 @@ Sink agent_sink() {
             if (a.reaction_ns.count > 0) {
               scalar("pfc_reaction_p50", double(a.reaction_ns.p50) / 1e9);
               scalar("pfc_reaction_p99", double(a.reaction_ns.p99) / 1e9);
+              MetricValue q{MetricKind::kSeries, 0, {}};
+              for (size_t i = 0; i < a.reaction_ns.quantiles.size() && i < std::size(fabric::kReactionQuantiles); ++i)
+                q.samples.push_back({{{"q", fmt::format("{:g}", fabric::kReactionQuantiles[i])}},
+                                     double(a.reaction_ns.quantiles[i]) / 1e9});
+              c.metrics["pfc_reaction_quantiles"] = std::move(q);
               if (a.transit_ns.count > 0) {
                 scalar("pfc_transit_p50", double(a.transit_ns.p50) / 1e9);
                 scalar("pfc_transit_p99", double(a.transit_ns.p99) / 1e9);
@@ -271,6 +382,7 @@ Sink agent_sink() {
             pfc_txt(c, a);
             stall_metrics(c, a, uint64_t(c.testbed.clock().now()));
             line_metrics(c, a, uint64_t(c.testbed.clock().now()));
+            if (a.reaction_ns.count > 0) mechanism_metrics(c, a);
             watchdog_metrics(c, a);
             deadlock_metrics(c, a, uint64_t(c.testbed.clock().now()));
             return ok();

@@ -18,6 +18,9 @@ void add_port_metrics(model::MetricSet& m, const std::vector<fabric::PortStats>&
   m["queue_max"] = MetricValue{MetricKind::kSeries, 0, {}};
   m["pfc_overshoot"] = MetricValue{MetricKind::kSeries, 0, {}};
   m["pfc_overshoot_max"] = MetricValue{MetricKind::kSeries, 0, {}};
+  for (const char* n : {"pfc_xon_late", "pfc_xon_late_max", "pfc_refill", "pfc_refill_max", "pfc_resume_lag",
+                        "pfc_resume_lag_max"})
+    m[n] = MetricValue{MetricKind::kSeries, 0, {}};
   double lossless_drops = 0;
   for (const auto& p : ports)
     for (uint32_t prio = 0; prio < RL_NUM_PRIO; ++prio) {
@@ -44,6 +47,19 @@ void add_port_metrics(model::MetricSet& m, const std::vector<fabric::PortStats>&
       if (s.c.pg_episodes) {
         m["pfc_overshoot"].samples.push_back(Sample{labels, double(s.c.pg_overshoot_sum) / double(s.c.pg_episodes)});
         m["pfc_overshoot_max"].samples.push_back(Sample{labels, double(s.c.pg_overshoot_max)});
+      }
+      if (s.c.pg_xons) {
+        m["pfc_xon_late"].samples.push_back(Sample{labels, double(s.c.xon_late_sum) / double(s.c.pg_xons)});
+        m["pfc_xon_late_max"].samples.push_back(Sample{labels, double(s.c.xon_late_max)});
+      }
+      if (s.c.pg_refills) {
+        m["pfc_refill"].samples.push_back(Sample{labels, double(s.c.pg_refill_sum) / double(s.c.pg_refills)});
+        m["pfc_refill_max"].samples.push_back(Sample{labels, double(s.c.pg_refill_max)});
+      }
+      if (s.c.pg_refills_timed) {
+        m["pfc_resume_lag"].samples.push_back(
+            Sample{labels, double(s.c.resume_lag_sum_ns) / double(s.c.pg_refills_timed) / 1e9});
+        m["pfc_resume_lag_max"].samples.push_back(Sample{labels, double(s.c.resume_lag_max_ns) / 1e9});
       }
       for (size_t r = 0; r < size_t(RL_DROP__USED); ++r) {
         if (!s.c.drops[r]) continue;

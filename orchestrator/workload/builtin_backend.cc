@@ -219,6 +219,7 @@ bool Builtin::run(const std::function<bool()>& step, sys::Nanos deadline, const 
   const int agent = agent_ && long(shards_.size()) < sysconf(_SC_NPROCESSORS_ONLN) ? sys::agent_core() : -1;
   if (shards_.size() == 1) {
     sys::AvoidCore off(agent);
+    sys::PreciseTimers on_time;
     bool done = false;
     accounted(run_cpu_[0], [&] { done = shards_[0]->eng.run(step, deadline, wake); });
     return done;
@@ -228,9 +229,11 @@ bool Builtin::run(const std::function<bool()>& step, sys::Nanos deadline, const 
   for (size_t i = 1; i < shards_.size(); ++i)
     others.emplace_back([&, i] {
       sys::AvoidCore off(agent);
+      sys::PreciseTimers on_time;
       accounted(run_cpu_[i], [&] { serve(i, step, deadline, outcome, wake); });
     });
   sys::AvoidCore off(agent);
+  sys::PreciseTimers on_time;
   accounted(run_cpu_[0], [&] { serve(0, step, deadline, outcome, wake); });
   for (auto& t : others) t.join();
 

@@ -714,6 +714,7 @@ void merge_totals(WorkloadRun& out, const nlohmann::json& t, size_t part) {
   }
   out.engine_threads = std::max<size_t>(out.engine_threads, t.at("engine_threads"));
   out.machine_steal = std::max<double>(out.machine_steal, t.at("machine_steal"));
+  out.machine_other = std::max<double>(out.machine_other, t.value("machine_other", -1.0));
   if (out.invalid.empty() && !t.at("invalid").get<std::string>().empty())
     out.invalid = "part " + std::to_string(part) + ": " + t.at("invalid").get<std::string>();
   for (const auto& [name, v] : t.at("nic_counters").items()) out.nic_counters[name] += v.get<uint64_t>();
@@ -758,7 +759,8 @@ nlohmann::json Session::my_ends(const WorkloadRun& t) const {
               {"ce_marked", t.ce_marked}, {"retransmitted", t.retransmitted}, {"worst_pacing_error", t.worst_pacing_error},
               {"worst_paced_nic", t.worst_paced_nic}, {"engine_cpu_busy", t.engine_cpu_busy},
               {"engine_cpu_waiting", t.engine_cpu_waiting}, {"engine_threads", t.engine_threads},
-              {"machine_steal", t.machine_steal}, {"invalid", t.invalid}, {"nic_counters", t.nic_counters}};
+              {"machine_steal", t.machine_steal}, {"machine_other", t.machine_other}, {"invalid", t.invalid},
+              {"nic_counters", t.nic_counters}};
   return {{"flows", std::move(flows)}, {"jobs", std::move(jobs)}, {"totals", std::move(totals)}};
 }
 
@@ -866,10 +868,13 @@ Result<WorkloadRun> Session::run() {
   const Nanos deadline = t0_ + last_start + Nanos(double(total_bytes_) * 8 / slowest * 4e9) + retries + 30'000'000'000;
   const auto cpu0 = sys::thread_cpu();
   const auto steal0 = sys::machine_steal();
+  const std::vector<int> ours{getpid(), t_.agent_pid()};
+  const auto other0 = sys::other_processes_cpu_ns(ours);
   const bool finished = b_.run([this] { return step(); }, deadline, parts_ ? parts_->fds() : std::vector<int>{});
   const Nanos t_end = b_.clock().now();
   const auto cpu1 = sys::thread_cpu();
   const auto steal1 = sys::machine_steal();
+  const auto other1 = sys::other_processes_cpu_ns(ours);
   if (part_error_) return *part_error_;
   auto stop = [&](Error e) {
     if (parts_) parts_->abort(e.what);
@@ -900,6 +905,8 @@ Result<WorkloadRun> Session::run() {
   }
   if (steal0 && steal1 && t_end > t0_ && steal1->steal_ns >= steal0->steal_ns)
     out.machine_steal = double(steal1->steal_ns - steal0->steal_ns) / (double(t_end - t0_) * steal1->cpus);
+  if (other0 && other1 && steal1 && t_end > t0_)
+    out.machine_other = double(*other1 > *other0 ? *other1 - *other0 : 0) / (double(t_end - t0_) * steal1->cpus);
   totals(out);
   if (parts_) {  // the far ends of this machine's QPs, and the flows it holds no end of
     auto all = parts_->exchange("traffic-figures", my_ends(out).dump(), o_.parts_timeout_ms, o_.cancel);

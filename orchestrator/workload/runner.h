@@ -87,6 +87,11 @@ struct WorkloadRun {
   // (steal); negative when unknown. A VM's noisy neighbour slows the softirq data plane and
   // the agent as well as the engine.
   double machine_steal = -1;
+  // Other programs' CPU time during the phase (user processes but this run and its agent;
+  // not the kernel's threads, where the fabric's own softirq work runs), a share of the
+  // machine's CPUs; negative when unknown. With steal, the evidence that contention, not
+  // rocelab, made a run invalid (issue 48).
+  double machine_other = -1;
   // Steal past 5 % of the phase, said so: the run is invalid unless the PFC agent's loop, the
   // finer probe, saw no freeze its shapers could not make up (telemetry::Collect::steal).
   std::string steal;

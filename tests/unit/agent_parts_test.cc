@@ -1,7 +1,8 @@
-// The agent's parts that need no root and no fabric (agent/pauses.h, stalls.h, storms.h,
-// watchdog.h): each driven by made-up times, frames and samples, as the PFC loop drives it.
+// The agent's parts that need no root and no fabric (agent/cpu_watch.h, pauses.h, stalls.h,
+// storms.h, watchdog.h): each driven by made-up times, frames and samples, as the PFC loop drives it.
 #include <gtest/gtest.h>
 
+#include "agent/cpu_watch.h"
 #include "agent/pauses.h"
 #include "agent/stalls.h"
 #include "agent/storms.h"
@@ -9,6 +10,53 @@
 
 namespace rocelab::agent {
 namespace {
+
+TEST(AgentCpu, TheLoopLeavesRealTimeNearHalfTheKernelsRuntimeAndTakesItAgainAtAQuarter) {
+  const uint64_t ms = 1'000'000;
+  CpuWatch w(1000 * ms, 950 * ms, ms / 5, 10);  // the kernel's defaults: 950 ms of each second
+  uint64_t t = 0, cpu = 0;
+  EXPECT_EQ(w.sample(t, cpu, 0), CpuWatch::Step::kNone);
+  // 60 % of a CPU (the fabric's softirq work charged to the loop): half of 950 ms within the
+  // second is reached after ~792 ms, never the kernel's 950.
+  uint64_t down_at = 0;
+  while (t < 2000 * ms && !down_at) {
+    t += 5 * ms, cpu += 3 * ms;
+    if (w.sample(t, cpu, 0) == CpuWatch::Step::kDown) down_at = t;
+  }
+  EXPECT_GE(down_at, 790 * ms);
+  EXPECT_LE(down_at, 800 * ms);
+  EXPECT_FALSE(w.realtime());
+  // Idle from then on: back up once the last second used 237.5 ms or less.
+  uint64_t up_at = 0;
+  while (t < 4000 * ms && !up_at)
+    if (t += 5 * ms; w.sample(t, cpu, 0) == CpuWatch::Step::kUp) up_at = t;
+  EXPECT_GT(up_at, down_at + 400 * ms);
+  EXPECT_LE(up_at, down_at + 1000 * ms);
+  ASSERT_EQ(w.steps().size(), 2u);
+  EXPECT_FALSE(w.steps()[0].up);
+  EXPECT_GE(w.steps()[0].used_ns, 475 * ms);
+  EXPECT_TRUE(w.steps()[1].up);
+  EXPECT_EQ(w.on_cpu_ns(), cpu);
+}
+
+TEST(AgentCpu, TheSchedulersWaitsPastTheLimitAreLoggedAndNoRuntimeLimitMeansNoStep) {
+  const uint64_t ms = 1'000'000;
+  CpuWatch w(1000 * ms, 0, ms / 5, 2);  // sched_rt_runtime_us -1: unlimited
+  w.sample(0, 0, 1000);
+  w.sample(5 * ms, 5 * ms, 1000 + ms / 10);  // 100 us waiting: not logged
+  w.sample(10 * ms, 10 * ms, 1000 + ms / 10 + 50 * ms);  // an RT throttle's 50 ms
+  ASSERT_EQ(w.held().size(), 1u);
+  EXPECT_EQ(w.held()[0].t_ns, 10 * ms);
+  EXPECT_EQ(w.held()[0].wait_ns, 50 * ms);
+  EXPECT_EQ(w.held()[0].span_ns, 5 * ms);
+  EXPECT_EQ(w.waiting_ns(), ms / 10 + 50 * ms);
+  uint64_t waited = 1000 + ms / 10 + 50 * ms;
+  for (uint64_t t = 15 * ms; t < 3000 * ms; t += 5 * ms)  // a CPU's whole time, and 1 ms waiting each
+    EXPECT_EQ(w.sample(t, t, waited += ms), CpuWatch::Step::kNone);
+  EXPECT_EQ(w.held().size(), 2u);  // the log's room; the rest counted
+  EXPECT_GT(w.held_dropped(), 0u);
+  EXPECT_TRUE(w.steps().empty());
+}
 
 TEST(AgentStalls, AWakePastThePollAndItsSlackIsAStallAndPfcWorkSaysHowLongItWaited) {
   StallLog log(1000, 200, 3);

@@ -36,9 +36,8 @@ class FakeTestbed final : public fabric::Testbed {
   const std::vector<fabric::NodeInfo>& nodes() const override { return nodes_; }
   const sys::Clock& clock() const override { return clock_; }
   int netns_fd(size_t) const override { return -1; }
-  Result<std::vector<fabric::PortStats>> counters(const std::vector<fabric::PortRef>&) override {
-    return std::vector<fabric::PortStats>{};
-  }
+  std::vector<fabric::PortStats> stats;  // what counters() answers
+  Result<std::vector<fabric::PortStats>> counters(const std::vector<fabric::PortRef>&) override { return stats; }
   // sample(): what `sampled` makes of its n-th call (none: no ports); each call advances the
   // clock by `sample_step_ns` first.
   std::function<std::vector<fabric::PortStats>(int)> sampled;

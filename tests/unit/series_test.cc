@@ -159,6 +159,53 @@ TEST(Series, PauseEndedBeforeTheLastReadingNeverRunsBack) {
   EXPECT_NEAR(paused, 5e-6 / 1000, 1e-12);  // the open reading's 5 us; the 3 us total stays under it
 }
 
+// The agent sink judges PFC's mechanism (issue 48): kIncast's fastest port takes 121 us of
+// wall clock for a frame (1,514 B at 100 Gbit/s / D = 1000). The agent's reaction at its 99th
+// percentile and the senders' mean resume lag must stay within it, and no switch's PGs may
+// run past a physical link's allowance (2 frames and a round trip) and one frame of the
+// emulation's, summed at most once each, by more than 5 % of their XOFF.
+TEST(AgentSink, AReactionResumeOrOvershootPastAFrameMakesTheRunInvalid) {
+  const auto s = must_load(kIncast);
+  const auto plan = fabric::plan_kernel(s);
+  const auto sink = telemetry::sinks().find("agent");
+  ASSERT_TRUE(sink);
+  const uint64_t frame = 1514, allowance = 3 * frame;
+  struct Case {
+    uint64_t reaction_p99_ns, resume_lag_ns, overshoot_max;
+    const char* invalid;  // a piece of the reason, or "" for a valid run
+  };
+  for (const Case& k : {Case{100'000, 50'000, allowance + 6000, ""},
+                        Case{130'000, 50'000, allowance, "reaction (an XOFF's arrival to the pause in force) took 130 us of wall clock at its 99th percentile, 130 ns physical at D = 1000: past the 121 ns"},
+                        Case{100'000, 125'000, allowance, "the senders into sw:h1 resumed 125 us of wall clock after XON"},
+                        Case{100'000, 50'000, allowance + 7000, "sw's priority groups ran past XOFF 5.3 %"}}) {
+    FakeTestbed tb(s);
+    fabric::AgentFigures f;
+    f.reaction_ns = {1000, 40'000, k.reaction_p99_ns, 400'000, {}};
+    f.paused = {{"h1", "nic0", 3, 1000, 1'000'000}};
+    tb.figures = f;
+    fabric::PortStats ps{"sw", "h1", 0, {}};
+    for (const auto& np : plan.nodes)
+      for (const auto& p : np.ports)
+        if (np.node == "sw" && p.ifname == "h1") ps.ifindex = p.ifindex;
+    ASSERT_NE(ps.ifindex, 0);
+    rl_counters& c = ps.prio[3].c;
+    c.pg_episodes = 10, c.pg_overshoot_max = k.overshoot_max, c.pg_overshoot_sum = 10 * 6000;
+    c.pg_refills_timed = 20, c.resume_lag_sum_ns = 20 * k.resume_lag_ns;
+    tb.stats = {ps};
+    const int64_t t0 = 2'000'000'000;
+    tb.clock_.set(t0 + 10'000'000'000);
+    model::MetricSet m;
+    std::vector<std::string> notes;
+    std::string invalid;
+    nlohmann::ordered_json record;
+    telemetry::Collect c2{s, plan, tb, m, notes, invalid, record, t0, nullptr, nullptr};
+    ASSERT_TRUE(sink->collect(c2));
+    EXPECT_NEAR(m.at("pfc_frame_time").scalar, 1514 * 8 / 100e9, 1e-15);
+    if (!*k.invalid) EXPECT_EQ(invalid, "") << k.reaction_p99_ns;
+    else EXPECT_NE(invalid.find(k.invalid), std::string::npos) << invalid;
+  }
+}
+
 // The agent sink: the PFC loop's stalls within the traffic phase, each past the two frame
 // times a shaper makes up (kIncast: 100 Gbit/s / D = 1000, MTU 1500: 0.242 ms), make
 // agent_stalled; the longest is agent_stall_max (physical). Past 1 % of the phase the run is
@@ -170,10 +217,12 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   const auto plan = fabric::plan_kernel(s);
   const auto sink = telemetry::sinks().find("agent");
   ASSERT_TRUE(sink);
-  auto collect = [&](std::vector<fabric::AgentStall> stalls, model::MetricSet& metrics) {
+  auto collect = [&](std::vector<fabric::AgentStall> stalls, model::MetricSet& metrics,
+                     std::vector<fabric::AgentHeld> held = {}) {
     FakeTestbed tb(s);
     fabric::AgentFigures f;
     f.stalls = std::move(stalls);
+    f.held = std::move(held);
     tb.figures = f;
     const int64_t t0 = 2'000'000'000;
     tb.clock_.set(t0 + 10'000'000'000);  // a 10 s traffic phase
@@ -195,10 +244,15 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   EXPECT_NEAR(m.at("agent_stalled").scalar, (40e6 - 2 * made_up) / 10e9, 1e-12);
   EXPECT_NEAR(m.at("agent_stall_max").scalar, 30e-3 / 1000, 1e-12);  // physical: D = 1000
   model::MetricSet m2;
-  const std::string why = collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2);
+  // The scheduler's own account says it kept the runnable loop waiting 50 ms once in the
+  // phase (an RT throttle), and 90 ms before it (not counted).
+  const std::string why = collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2,
+                                  {{1'000'000'000, 90'000'000, 95'000'000}, {3'000'000'000, 50'000'000, 80'000'000}});
   EXPECT_NEAR(m2.at("agent_stalled").scalar, (120e6 - 2 * made_up) / 10e9, 1e-12);
+  EXPECT_NEAR(m2.at("agent_held_max").scalar, 50e-3 / 1000, 1e-12);
   EXPECT_NE(why.find("1.2 % of the traffic phase (2 stalls of the PFC agent's loop that delayed PFC's work, the "
-                     "longest delay 80.0 ms, each past the 0.24 ms a shaper makes up)"),
+                     "longest delay 80.0 ms, each past the 0.24 ms a shaper makes up; the scheduler kept the "
+                     "runnable loop waiting 50.0 ms at most)"),
             std::string::npos)
       << why;
   EXPECT_NE(why.find("did not keep up"), std::string::npos) << why;
