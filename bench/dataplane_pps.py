@@ -105,4 +105,6 @@ def main():
 
 
 if __name__ == "__main__":
+    import machine  # bench/machine.py: the machine these figures are of
+    machine.announce()
     main()

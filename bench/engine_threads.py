@@ -93,4 +93,6 @@ def main():
 
 
 if __name__ == "__main__":
+    import machine  # bench/machine.py: the machine these figures are of
+    machine.announce()
     main()

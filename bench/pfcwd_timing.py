@@ -136,4 +136,6 @@ faults:
 
 
 if __name__ == "__main__":
+    import machine  # bench/machine.py: the machine these figures are of
+    machine.announce()
     sys.exit(main())

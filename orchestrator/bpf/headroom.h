@@ -15,6 +15,14 @@ namespace rocelab::bpf {
 // 2-core machine (2-25 ms) with room to spare.
 inline constexpr uint64_t kInitialReactionBudgetNs = 50'000'000;
 
+// The reaction a run declares for its ports and is judged by (issue 48): a pause in force at
+// most this long (physical) after its XOFF arrived, as a NIC's MAC takes. Its bytes at a port's
+// rate, or one frame where that is more, join the port's physical headroom in what the run
+// reports as pfc_headroom; a switch's PGs running past it make the run invalid
+// (telemetry/agent.cc). The data plane's lossless limits keep kInitialReactionBudgetNs of wall
+// clock besides, so that a run the machine held drops nothing it then cannot judge.
+inline constexpr uint64_t kReactionAllowancePhysNs = 500;
+
 struct HeadroomPort {
   uint64_t rate_bps = 0;  // emulated
   uint32_t base = 0;      // physical headroom: qos.pfc.headroom, or 2 x MTU

@@ -123,14 +123,20 @@ std::vector<MetricInfo> pause_path_metrics() {
      "frame's own time at the link's rate: the resume's way, mean (wall clock; physical ports: a round trip)"},
     {"pfc_resume_lag_max", MetricKind::kSeries, "s", {"node", "port", "prio"}, "the same, the longest"},
     {"pfc_resume_lag_mean", MetricKind::kScalar, "s", {},
-     "pfc_resume_lag over every refill of the run, physical; past pfc_frame_time the run is invalid"},
+     "pfc_resume_lag over every refill of the run, physical (a sender with nothing to send counts as late)"},
+    {"pfc_resume_lag_frames", MetricKind::kScalar, "ratio", {},
+     "the largest mean pfc_resume_lag of a priority group with 20 refills or more, in frames at its port's rate"},
     {"pfc_frame_time", MetricKind::kScalar, "s", {},
-     "one frame (MTU + 14 B) at the fastest port's rate, physical: what a port's reaction must stay within (the "
-     "agent's pfc_reaction_p99 and pfc_resume_lag_mean, as wall / D)"},
+     "one frame (MTU + 14 B) at the rate of the fastest port a pause held, physical: a port's timescale"},
+    {"pfc_reaction_frames", MetricKind::kScalar, "ratio", {},
+     "pfc_reaction_p99 in frames of pfc_frame_time: within one, a physical port that stops within the frame it "
+     "sends; more, a sender reacting that many frames late (bench/pfc_model.py --react-ns shows what it does)"},
     {"pfc_overshoot_excess", MetricKind::kScalar, "ratio", {},
      "per switch, what its priority groups ran past XOFF beyond a physical link's allowance (2 frames and a round "
-     "trip) and one frame of the emulation's, at most in one pause each, summed, over their XOFF summed; the most "
-     "of any switch. Past 0.05 the run is invalid: a peak queue may be that far off"},
+     "trip) and what the port carries in a 500 ns reaction (one frame at least), each PG's mean over its pauses, "
+     "summed, over their XOFF summed; the most of any switch. Past 0.05 the run is invalid"},
+    {"pfc_overshoot_excess_max", MetricKind::kScalar, "ratio", {},
+     "the same with each PG's most in one pause: past 0.25 the run is invalid (a stall let them run on)"},
   };
   for (auto& x : stall_metrics()) m.push_back(std::move(x));
   return m;
@@ -207,10 +213,12 @@ const std::vector<MetricInfo>& metric_registry() {
        "the fastest switch port's physical headroom (qos.pfc.headroom or 2 x MTU) + its emulated rate x "
        "pfc_reaction_p99: what may still arrive through it after XOFF"},
       {"pfc_headroom", MetricKind::kScalar, "bytes", {},
-       "the headroom that port has: physical + emulated rate x pfc_reaction_budget (each lossless queue holds "
-       "XOFF + the headroom of the node's other ports; beyond it, drop reason headroom)"},
+       "the headroom the run declares for that port: physical + what it carries in the 500 ns (physical) a port "
+       "may take to react (one frame at least); a switch's PGs running past it make the run invalid "
+       "(pfc_overshoot_excess)"},
       {"pfc_reaction_budget", MetricKind::kScalar, "s", {},
-       "the agent reaction time headroom allows for: 50 ms, raised to the measured p99 when that is larger"},
+       "the agent reaction (wall clock) the data plane's lossless limits make room for, beyond pfc_headroom, so "
+       "a run the machine held drops nothing: 50 ms, raised to the measured p99 when that is larger"},
       {"lossless_drops", MetricKind::kScalar, "count", {}, "packets the switches and NICs dropped on lossless priorities, any reason but an injected loss fault or the PFC watchdog's drop action"},
       {"shaper_tx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"},
        "bytes each HTB priority class sent (the shaper's own count)"},

@@ -735,6 +735,14 @@ RunReport report(RunContext& c) {
     res["finished_at"] = utc_timestamp(finished);
     res["duration_s"] = rep.seconds;
     res["kernel"] = {{"release", k.release}, {"version", k.version}, {"machine", k.machine}};
+    {  // The machine its figures are of (issue 48): they move with the host; and what else ran.
+      const sys::MachineId m = sys::machine_id();
+      res["machine"] = {{"cpu_model", m.cpu_model}, {"cpus", m.cpus}, {"clocksource", m.clocksource}, {"kernel", m.kernel}};
+      if (c.workloads) {
+        res["machine"]["steal"] = c.workloads->machine_steal;
+        res["machine"]["other_programs_cpu"] = c.workloads->machine_other;
+      }
+    }
     res["versions"] = versions_json();
     res["capabilities"] = c.caps.to_json();
     if (!c.link_delay.is_null()) res["link_delay"] = c.link_delay;

@@ -15,6 +15,12 @@ using model::MetricKind;
 using model::MetricValue;
 using nlohmann::ordered_json;
 
+// What the emulation's reaction may add past a physical link (bpf::kReactionAllowancePhysNs
+// at the port's rate, at least one frame: the frame on the wire through the reaction).
+double allowance_bytes(uint64_t emulated_bps, double d, uint32_t frame) {
+  return std::max(double(frame), double(emulated_bps) * d / 8 * double(bpf::kReactionAllowancePhysNs) / 1e9);
+}
+
 double headroom_drops(const model::MetricSet& m) {
   double n = 0;
   if (auto it = m.find("drops"); it != m.end())
@@ -38,7 +44,8 @@ void headroom_metrics(Collect& c, const fabric::AgentFigures& a) {
         if (hp.rate_bps >= fastest.rate_bps) fastest = hp;
   const uint64_t budget = a.reaction_budget_ns ? a.reaction_budget_ns : bpf::kInitialReactionBudgetNs;
   scalar("pfc_reaction_budget", double(budget) / 1e9);
-  scalar("pfc_headroom", bpf::port_headroom(fastest, budget));
+  const double d = c.scenario.scale.factor();
+  scalar("pfc_headroom", fastest.base + allowance_bytes(fastest.rate_bps, d, 0));
   scalar("pfc_headroom_needed", bpf::port_headroom(fastest, a.reaction_ns.p99));
   const double drops = headroom_drops(c.metrics);
   if (a.budget_raises > 0 && drops > 0 && c.invalid.empty())
@@ -124,20 +131,25 @@ void stall_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   judge_steal(c, a.stalls_dropped > 0 ? 1.0 : held / phase);
 }
 
-// What decides PFC's physics held (DESIGN.md §3, issue 48): a run whose pause path moved with
+// What decides PFC's physics held (DESIGN.md §3, issue 48): a run whose pauses moved with
 // the host is invalid, named by the mechanism figure that broke, whatever its lines did.
-//  - A port's reaction: a physical port stops within the frame it is sending. The agent's
-//    reaction (XOFF's arrival -> the pause in force) at its 99th percentile, and the resume's
-//    way (XON out -> the sender's next frame in, less that frame's time), on average, each
-//    within one frame at the fastest port's emulated rate. Within that the emulation is a
-//    physical port whose sender reacts that fast: bench/pfc_model.py --react-ns sets it beside.
-//  - A PG's overshoot past XOFF: a physical link lets through the frame that crossed XOFF,
-//    the frame on the wire as XOFF arrived and its round trip; the emulation may add one frame
-//    (its reaction). What each switch's PGs ran past that at most, summed, against their XOFF:
-//    the most a peak queue can be off. Past 5 % (the peak's fidelity, issue 48) invalid. One
-//    PG a frame further once in thousands of pauses moves nothing; a stall that lets every PG
-//    run on (a 65 ms RT throttle: a peak 50 % over) does.
-constexpr double kPeakExcessInvalid = 0.05;
+// A PG's overshoot past XOFF: a physical link lets through the frame that crossed XOFF, the
+// frame on the wire as XOFF arrived and its round trip; the emulation may add what its port
+// carries through the declared reaction (bpf::kReactionAllowancePhysNs, one frame at least).
+// Per switch, what its PGs ran past that allowance against their XOFF, summed:
+//  - on average over their pauses (each PG's mean): past 5 % (the peak's fidelity), every
+//    pause took more than a physical port lets through;
+//  - at most, in one pause each: past 25 %, a stall let them run on (a 65 ms RT throttle read a
+//    peak 50 % over, exit 0, on a fresh machine; here a 4.8 ms stall read 84 % against a frame's
+//    allowance). The maxima of different pauses rarely meet, so this bound is loose: 400G ports
+//    at D = 1000 (a frame 84 us of wall clock, the agent's reaction 2-4 frames at its tail) read
+//    9-23 % run to run against a frame's allowance, their means within it, 0-8 % against 500 ns.
+// Reported, not judged: the agent's reaction and the senders' resume in frames at the port's
+// rate (pfc_reaction_frames, pfc_resume_lag_frames). Some frames late, the emulation is a
+// port whose sender reacts that slowly; what that does to PFC's cadence bench/pfc_model.py
+// shows given the run's own reaction (--react-ns). The resume's lag counts a sender with
+// nothing to send as late (a flow in go-back-N: lab 2's start read 27 ms): no verdict.
+constexpr double kMeanExcessInvalid = 0.05, kMaxExcessInvalid = 0.25;
 
 void mechanism_metrics(Collect& c, const fabric::AgentFigures& a) {
   struct Port {
@@ -151,30 +163,29 @@ void mechanism_metrics(Collect& c, const fabric::AgentFigures& a) {
     for (const auto& p : np.ports) {
       if (!p.rate_bps) continue;
       ports[p.slot] = {np.node, p.ifname, double(p.mtu + 14) * 8 / double(p.rate_bps),
-                       3.0 * (p.mtu + 14) + double(fabric::round_trip_bytes(c.plan, p))};
+                       2.0 * (p.mtu + 14) + double(fabric::round_trip_bytes(c.plan, p)) +
+                           allowance_bytes(p.rate_bps, c.scenario.scale.factor(), p.mtu + 14)};
       slot_of[{np.node, p.ifname}] = p.slot;
     }
   const double d = c.scenario.scale.factor();
   auto scalar = [&](const char* name, double v) { c.metrics[name] = MetricValue{MetricKind::kScalar, v, {}}; };
-  auto invalid = [&](const std::string& why) {
-    if (c.invalid.empty()) c.invalid = why;
-  };
   // The reaction, against the frame of the fastest port a pause held (one histogram for all).
   double frame_s = 0;
   for (const auto& x : a.paused)
     if (auto it = slot_of.find({x.node, x.port}); it != slot_of.end() && x.pauses)
       if (double f = ports.at(it->second).frame_s; frame_s == 0 || f < frame_s) frame_s = f;
-  if (frame_s > 0) scalar("pfc_frame_time", frame_s / d);
-  if (frame_s > 0 && a.reaction_ns.count >= 100 && double(a.reaction_ns.p99) / 1e9 > frame_s)
-    invalid(fmt::format("the PFC agent's reaction (an XOFF's arrival to the pause in force) took {:.0f} us of wall clock "
-                        "at its 99th percentile, {:.0f} ns physical at D = {:g}: past the {:.0f} ns one frame takes at "
-                        "the fastest port it paused, within which a physical port stops; the pauses' physics did not hold",
-                        double(a.reaction_ns.p99) / 1e3, double(a.reaction_ns.p99) / d, d, frame_s / d * 1e9));
+  if (frame_s > 0) {
+    scalar("pfc_frame_time", frame_s / d);
+    if (a.reaction_ns.count) scalar("pfc_reaction_frames", double(a.reaction_ns.p99) / 1e9 / frame_s);
+  }
   auto stats = c.testbed.counters({});
   if (!stats) return;
   double lag_sum = 0, refills = 0, worst_lag = 0;
   const Port* lag_at = nullptr;
-  std::map<std::string, std::pair<double, double>> excess;  // switch -> (bytes past the allowance, XOFF of its PGs)
+  struct Excess {
+    double mean = 0, max = 0, xoff = 0;  // bytes past the allowance; XOFF of its PGs
+  };
+  std::map<std::string, Excess> excess;  // by switch
   const double xoff = double(c.plan.port_config.pfc_xoff);
   for (const auto& ps : *stats) {
     auto it = ports.find(size_t(ps.ifindex - RL_FIRST_PORT_IFINDEX));
@@ -188,29 +199,36 @@ void mechanism_metrics(Collect& c, const fabric::AgentFigures& a) {
         if (lag / port.frame_s > worst_lag) worst_lag = lag / port.frame_s, lag_at = &port;
       }
       if (!pr.c.pg_episodes) continue;
-      auto& [past, held] = excess[port.node];
-      past += std::max(0.0, double(pr.c.pg_overshoot_max) - port.allow);
-      held += xoff;
+      Excess& e = excess[port.node];
+      e.mean += std::max(0.0, double(pr.c.pg_overshoot_sum) / double(pr.c.pg_episodes) - port.allow);
+      e.max += std::max(0.0, double(pr.c.pg_overshoot_max) - port.allow);
+      e.xoff += xoff;
     }
   }
   if (refills > 0) scalar("pfc_resume_lag_mean", lag_sum / refills / 1e9 / d);
-  if (lag_at && worst_lag > 1)
-    invalid(fmt::format("the senders into {}:{} resumed {:.0f} us of wall clock after XON left the switch, on average "
-                        "past a link's round trip and their frame ({:.0f} ns physical at D = {:g}): past the {:.0f} ns "
-                        "one frame takes at that port; PFC's cadence did not hold",
-                        lag_at->node, lag_at->name, worst_lag * lag_at->frame_s * 1e6, worst_lag * lag_at->frame_s / d * 1e9,
-                        d, lag_at->frame_s / d * 1e9));
-  double worst = 0;
-  std::string at;
-  for (const auto& [node, e] : excess)
-    if (e.second > 0 && e.first / e.second > worst) worst = e.first / e.second, at = node;
-  scalar("pfc_overshoot_excess", worst);
-  if (worst > kPeakExcessInvalid)
-    invalid(fmt::format("{}'s priority groups ran past XOFF {:.1f} % of their XOFF further than physical links let "
-                        "through (the frame that crossed XOFF, the frame on the wire, the round trip, and one frame of "
-                        "the emulation's reaction), at most in one pause each: its peak queue is off by up to that; "
-                        "the pauses' physics did not hold",
-                        at, worst * 100));
+  if (lag_at) scalar("pfc_resume_lag_frames", worst_lag);
+  double worst_mean = 0, worst_max = 0;
+  std::string mean_at, max_at;
+  for (const auto& [node, e] : excess) {
+    if (e.xoff <= 0) continue;
+    if (e.mean / e.xoff > worst_mean) worst_mean = e.mean / e.xoff, mean_at = node;
+    if (e.max / e.xoff > worst_max) worst_max = e.max / e.xoff, max_at = node;
+  }
+  scalar("pfc_overshoot_excess", worst_mean);
+  scalar("pfc_overshoot_excess_max", worst_max);
+  const char* what = "further than physical links let through (the frame that crossed XOFF, the frame on the wire, "
+                     "the round trip) and a port reacting within 500 ns";
+  if (!c.invalid.empty()) return;
+  if (worst_mean > kMeanExcessInvalid)
+    c.invalid = fmt::format("{}'s priority groups ran past XOFF {:.1f} % of their XOFF {}, on average over their "
+                            "pauses: every pause took more than a physical port lets through; the pauses' physics did "
+                            "not hold (the machine did not keep up)",
+                            mean_at, worst_mean * 100, what);
+  else if (worst_max > kMaxExcessInvalid)
+    c.invalid = fmt::format("{}'s priority groups ran past XOFF {:.1f} % of their XOFF {}, at most in one pause each: "
+                            "the agent was held while they ran on, and a peak queue may be off by that much; the "
+                            "pauses' physics did not hold (the machine did not keep up)",
+                            max_at, worst_max * 100, what);
 }
 
 // The ports' lines against their rates (fabric::PortLineFigures, rl_line_state): the time a

@@ -133,10 +133,13 @@ class DcqcnOnOff(InTempDir):
         self.assertLess(on["pause"], 0.7e-3, "paused senders resume at their DCQCN rate, not in a burst")
 
 
-def incast_variant(tmp, name, replace, scale=None, seed=None):
-    """incast-dcqcn.yaml under another instance name with `replace` applied, run."""
+def incast_variant(tmp, name, replace, scale=None, seed=None, expect=True):
+    """incast-dcqcn.yaml under another instance name with `replace` applied (without its
+    `expect:` section unless `expect`), run."""
     with open(os.path.join(SOURCE, "scenarios", "incast-dcqcn.yaml")) as f:
         text = f.read().replace("name: incast-dcqcn", f"name: {name}")
+    if not expect:
+        text = text[:text.index("\nexpect:")] + "\n"
     for a, b in replace:
         text = text.replace(a, b)
     path = os.path.join(tmp, f"{name}.yaml")
@@ -159,59 +162,63 @@ class PfcOnly(InTempDir):
 
     def test_every_sender_gets_its_share(self):
         xoff, pgs = 128 * 1024, 7
+        frame, data_frame = 4200 + 14, 14 + 20 + 8 + 12 + 4096 + 4
+        sys.path.insert(0, os.path.join(SOURCE, "bench"))
+        import pfc_model  # the same incast on physical ports (bench/pfc_model.py)
         for seed in range(1, 6):
-            name, variant = f"pfc{os.getpid() % 10000}", [("dcqcn: paper", "dcqcn: off")]
-            # An invalid run (agent_stalled over 1 %: a CI run read the port 98.3 % busy so)
-            # runs once more at 2 x D (run's retry).
-            r, res = incast_variant(self.tmp, name, variant, seed=seed)
+            # DCQCN off, the file's assertions (DCQCN's: CNPs, cuts) left out: exit 0 or the
+            # test fails. An invalid run goes once more at 2 x D (logged); invalid there too,
+            # the test is not judged on this machine (UNJUDGED).
+            name = f"pfc{os.getpid() % 10000}"
+            r, res = incast_variant(self.tmp, name, [("dcqcn: paper", "dcqcn: off")], seed=seed, expect=False)
+            self.assertEqual(r.returncode, 0, res.get("error"))
             m = res["metrics"]
-            self.assertIn(r.returncode, (0, 1), res.get("error"))
             spread, jain = single(m["fct_spread"]), single(m["jain_index"])
             util = single(m["bottleneck_utilization"])
             peak = max(s["value"] for s in m["queue_max"] if s["labels"]["port"] == "host8")
             over = (peak - pgs * xoff) / pgs
             pg_over = [s["value"] for s in m["pfc_overshoot"] if s["labels"]["node"] == "sw"]
-            pg_most = max(s["value"] for s in m["pfc_overshoot_max"] if s["labels"]["node"] == "sw")
+            pg_most = [s["value"] for s in m["pfc_overshoot_max"] if s["labels"]["node"] == "sw"]
             # The bottleneck's line time the machine took (line_lost: its shaper idle with
-            # packets waiting, measured at each dequeue): time PFC did not lose.
+            # packets waiting, measured at each dequeue): past 1 % the run is invalid.
             lost = next((x["value"] for x in m.get("line_lost", [])
                          if (x["labels"]["node"], x["labels"]["port"]) == ("sw", "host8")), 0.0)
-            print(f"\nPFC only, seed {seed}: FCT spread {spread:.3f}, Jain {jain:.5f}, busy {util:.2%} (agent stalled "
-                  f"{m['agent_stalled']:.2%} of the phase, the bottleneck's line lost {lost:.2%}), timeouts "
-                  f"{m['rc_timeouts']:.0f}, retransmits {m['retransmits']:.0f}, drops {m['lossless_drops']:.0f}, "
-                  f"peak queue {peak:.0f} B = 7 x XOFF + {over:.0f} B a PG; a PG past XOFF per pause "
-                  f"{min(pg_over):.0f}-{max(pg_over):.0f} B mean, {pg_most:.0f} B most", file=sys.stderr)
+            print(f"\nPFC only, seed {seed}: FCT spread {spread:.3f}, Jain {jain:.5f}, busy {util:.2%} (the bottleneck's "
+                  f"line lost {lost:.2%}), timeouts {m['rc_timeouts']:.0f}, retransmits {m['retransmits']:.0f}, drops "
+                  f"{m['lossless_drops']:.0f}, peak queue {peak:.0f} B = 7 x XOFF + {over:.0f} B a PG; a PG past XOFF "
+                  f"per pause {min(pg_over):.0f}-{max(pg_over):.0f} B mean, {max(pg_most):.0f} B most", file=sys.stderr)
             self.assertLessEqual(spread, 1.3)
             self.assertGreaterEqual(jain, 0.95)
             self.assertEqual(m["rc_timeouts"], 0, "no RC timeout while paused")
+            self.assertLessEqual(lost, 0.01, "a valid run's line lost at most 1 %")
             self.assertGreaterEqual(util + lost, 0.99, "the bottleneck busy, or held by the machine")
             self.assertEqual(m["lossless_drops"], 0)
             self.assertEqual(m["cnp_sent"], 0)
             # Each PG reached XOFF, and each pause lets through the frame the sender had on the
             # wire when XOFF arrived (802.1Qbb), and nothing after it: the frame that crossed
             # XOFF's excess (1.86 KB on average) plus one data frame (4,154 B as a PG counts
-            # it). Seeds 1-5: 6.00-6.02 KB mean every PG, 10.2 KB most; physical ports
-            # (bench/pfc_model.py) 6.0 KB. Without that frame a PG stopped 1.9 KB past XOFF
-            # and PFC paused 15-21 % more often than physical ports do (issue 33). The mean
-            # stays within a physical link's 2 x MTU, and the peak queue within 5 % of seven
-            # PGs at XOFF + 2 x MTU each (it ran 4.5-7.7 % over while the run's liveness probe
-            # stalled the agent: up to 80 KB a PG).
-            frame, data_frame = 4200 + 14, 14 + 20 + 8 + 12 + 4096 + 4
-            self.assertGreaterEqual(peak, pgs * xoff)
+            # it). Physical ports (bench/pfc_model.py): 6.0 KB; a mean past 2 frames is more
+            # than any physical link lets through.
             self.assertGreaterEqual(min(pg_over), data_frame, "every pause takes the frame on the wire as XOFF came")
             self.assertLessEqual(max(pg_over), 2 * frame, "a PG's mean overshoot past XOFF")
-            # A pause the machine held from taking hold lets that PG take what the 100G line
-            # carries meanwhile: the agent's loop stalled (agent_stall_max; CI: one PG 47.5 KB
-            # past XOFF, the peak 700 B over, in a valid run), or the loop on time and the
-            # frame's way held (pfc_path_max, the XOFF decision to the pause in force, wall: CI
-            # read one PG 64 KB past XOFF with the loop's longest stall 1.3 us). The longer,
-            # physical, allowed once, printed.
-            held = max(m["agent_stall_max"], m.get("pfc_path_max", 0) / res["scale"])
-            stalled = held * 100e9 / 8
-            print(f"PFC only, seed {seed}: the longest stall that held PFC's work {m['agent_stall_max'] * 1e6:.2f} us, "
-                  f"the longest pause path {m.get('pfc_path_max', 0) / res['scale'] * 1e6:.2f} us (physical): "
-                  f"{stalled:.0f} B at line rate", file=sys.stderr)
-            self.assertLessEqual(peak, 1.05 * pgs * (xoff + 2 * frame) + stalled, "the peak queue toward the receiver")
+            # The queue toward host8 holds the seven PGs' bytes and nothing else: at its peak
+            # seven PGs at XOFF at least, and never more than each PG's own most past XOFF.
+            self.assertGreaterEqual(peak, pgs * xoff)
+            self.assertLessEqual(peak, pgs * xoff + sum(pg_most), "the queue is its PGs' bytes")
+            # Like with like: physical ports whose senders react to XOFF as this run's agent did
+            # (its reaction quantiles, physical) and resume as its senders did. Their peak, +5 %
+            # (the peak's fidelity): a run whose mechanism broke past that is invalid, not here.
+            d = res["scale"]
+            react = [(float(s["labels"]["q"]), s["value"] / d * 1e9) for s in
+                     sorted(m["pfc_reaction_quantiles"], key=lambda s: float(s["labels"]["q"]))]
+            lag = [s["value"] / d * 1e9 for s in m["pfc_resume_lag"] if s["labels"]["node"] == "sw"]
+            ref = pfc_model.simulate(4154, pgs, 16, xoff, xoff - 2 * 4200, seed=seed, react_ns=react,
+                                     resume_ns=(statistics.mean(lag),))
+            print(f"PFC only, seed {seed}: physical ports reacting as this run did: peak {ref['peak']:.0f} B, XOFF "
+                  f"{ref['xoff']} (this run {peak / ref['peak'] - 1:+.1%}, "
+                  f"{sum(s['value'] for s in m['pfc_xoff_tx'] if s['labels']['node'] == 'sw') / ref['xoff'] - 1:+.1%})",
+                  file=sys.stderr)
+            self.assertLessEqual(peak, 1.05 * ref["peak"], "the peak queue against physical ports reacting alike")
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")

@@ -1,6 +1,8 @@
 // The run contract: metrics, assertion outcomes, JUnit XML, the run directory, exit codes.
 #include <gtest/gtest.h>
 
+#include "sys/host_info.h"
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -94,6 +96,10 @@ TEST(Run, PassingRunWritesTheRunDirectoryAndExitsZero) {
   EXPECT_EQ(res["scale"], 1000.0);
   EXPECT_EQ(res["outcome"], "pass");
   EXPECT_TRUE(res["kernel"].contains("release"));
+  // The machine its figures are of (issue 48): what /proc and sysfs say here.
+  EXPECT_EQ(res["machine"]["cpus"], sys::machine_id().cpus);
+  EXPECT_EQ(res["machine"]["kernel"], res["kernel"]["release"]);
+  EXPECT_TRUE(res["machine"].contains("clocksource") && res["machine"].contains("cpu_model"));
   EXPECT_TRUE(res["capabilities"].is_array() || res["capabilities"].is_object());
   EXPECT_EQ(res["assertions"].size(), 1u);
   // The resolved scenario in the run directory loads back.
