@@ -11,8 +11,34 @@ scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 export ROCELAB_RETRY_LOG=${ROCELAB_RETRY_LOG:-$PWD/$BUILD_DIR/retries.log}
 : > "$ROCELAB_RETRY_LOG"
+# The kernel's log before and after (issue 48): the suite must leave no RT throttling of the
+# PFC agent's loop and no netlink request with an attribute the kernel had to take as it
+# could (both silent otherwise). Where dmesg cannot be read (not root), said and not checked.
+# Lines are told apart by their timestamps (the ring buffer may wrap meanwhile).
+kernel_log() {
+  dmesg 2>/dev/null | awk -v after="$1" '{ t = $0; sub(/^\[ */, "", t); sub(/\].*/, "", t) }
+    t + 0 > after + 0 && /sched: RT throttling activated|netlink: .rocelab.:/' || true
+}
+if dmesg >/dev/null 2>&1; then
+  log_before=$(dmesg | tail -n 1 | sed -E 's/^\[ *([0-9.]+)\].*/\1/')
+  case "$log_before" in ''|*[!0-9.]*) log_before=0 ;; esac
+else
+  log_before=-1
+fi
 rc=0
 (cd "$BUILD_DIR" && ctest --output-on-failure -j "$(nproc)" "$@") || rc=$?
+if [ "$log_before" != -1 ]; then
+  new_lines=$(kernel_log "$log_before")
+  if [ -n "$new_lines" ]; then
+    echo "the kernel logged during the suite (RT throttling of the PFC loop, or a netlink request it had to fix):" >&2
+    echo "$new_lines" | sed 's/^/  /' >&2
+    rc=1
+  else
+    echo "kernel log: no RT throttling and no netlink warning about rocelab's requests during the suite"
+  fi
+else
+  echo "kernel log: not readable here (dmesg), not checked"
+fi
 retried=$(grep -vc '^UNJUDGED' "$ROCELAB_RETRY_LOG" || true)
 unjudged=$(grep -c '^UNJUDGED' "$ROCELAB_RETRY_LOG" || true)
 echo "retries: $retried; not judged (invalid at D and 2 x D: the machine did not keep up): $unjudged"

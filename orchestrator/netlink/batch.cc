@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <linux/fib_rules.h>
 #include <linux/if_ether.h>
+#include <linux/if_link.h>
 #include <linux/pkt_sched.h>
 #include <linux/netlink.h>
 #include <linux/nexthop.h>
@@ -98,13 +99,25 @@ void Batch::add_veth(const VethSpec& v) {
   queue(msg, e, "veth pair " + v.name + " <-> " + v.peer_name);
 }
 
-void Batch::add_vxlan(const VxlanSpec& v) {
+bool vxlan_port_as_be16(nl_msg* msg, uint16_t port) {
+  nlmsghdr* h = msg ? nlmsg_hdr(msg) : nullptr;
+  nlattr* info = h ? nlmsg_find_attr(h, sizeof(ifinfomsg), IFLA_LINKINFO) : nullptr;
+  nlattr* data = info ? nla_find(static_cast<nlattr*>(nla_data(info)), nla_len(info), IFLA_INFO_DATA) : nullptr;
+  nlattr* p = data ? nla_find(static_cast<nlattr*>(nla_data(data)), nla_len(data), IFLA_VXLAN_PORT) : nullptr;
+  if (!p || nla_len(p) != 4) return false;
+  const uint16_t be = htons(port);
+  std::memset(nla_data(p), 0, 4);  // the two bytes after the be16 are the attribute's padding now
+  std::memcpy(nla_data(p), &be, sizeof be);
+  p->nla_len = NLA_HDRLEN + sizeof be;  // NLA_ALIGN(6) == NLA_ALIGN(8): nothing around it moves
+  return true;
+}
+
+nl_msg* vxlan_request(const VxlanSpec& v, int& e) {
   std::unique_ptr<rtnl_link, Deleter<rtnl_link, rtnl_link_put>> link(rtnl_link_vxlan_alloc());
-  const std::string what = "VXLAN port " + v.name + " (VNI " + std::to_string(v.vni) + " to " + v4s(v.remote, 32) + ")";
-  if (!link) return queue(nullptr, -NLE_NOMEM, what);
+  if (!link) return e = -NLE_NOMEM, nullptr;
   fill_link(link.get(), v.name, v.ifindex, v.mac, v.mtu);
   auto local = v4(v.local, 32), remote = v4(v.remote, 32);
-  int e = rtnl_link_vxlan_set_id(link.get(), v.vni);
+  e = rtnl_link_vxlan_set_id(link.get(), v.vni);
   if (e >= 0) e = rtnl_link_vxlan_set_group(link.get(), remote.get());  // a unicast group: the only destination
   if (e >= 0) e = rtnl_link_vxlan_set_local(link.get(), local.get());
   if (e >= 0) e = rtnl_link_vxlan_set_port(link.get(), v.port);
@@ -112,6 +125,14 @@ void Batch::add_vxlan(const VxlanSpec& v) {
   if (e >= 0 && v.netns_fd >= 0) rtnl_link_set_ns_fd(link.get(), v.netns_fd);
   nl_msg* msg = nullptr;
   if (e >= 0) e = rtnl_link_build_add_request(link.get(), NLM_F_CREATE | NLM_F_EXCL, &msg);
+  if (e >= 0) vxlan_port_as_be16(msg, v.port);
+  return msg;
+}
+
+void Batch::add_vxlan(const VxlanSpec& v) {
+  const std::string what = "VXLAN port " + v.name + " (VNI " + std::to_string(v.vni) + " to " + v4s(v.remote, 32) + ")";
+  int e = 0;
+  nl_msg* msg = vxlan_request(v, e);
   queue(msg, e, what);
 }
 

@@ -16,6 +16,16 @@ namespace rocelab::netlink {
 
 using Mac = std::array<uint8_t, 6>;
 
+// A VXLAN link request as libnl 3.7 builds it carries IFLA_VXLAN_PORT as 32 bits, where the
+// kernel's policy is a be16: it takes the first two bytes and logs "netlink: 'rocelab':
+// attribute type 15 has an invalid length" each time (issue 48: four times a suite). Rewrites
+// the attribute in place as a be16 of `port` (its aligned size, and so every length around it,
+// stays). The same request (`add_vxlan` builds it) once built; false when it holds no such
+// attribute to fix.
+bool vxlan_port_as_be16(nl_msg* msg, uint16_t port);
+// A VXLAN link request (netns_fd < 0: none), as add_vxlan sends it; null when libnl cannot.
+nl_msg* vxlan_request(const struct VxlanSpec& v, int& err);
+
 // IPv4 addresses here are in host byte order, as in the model.
 struct VethSpec {
   std::string name, peer_name;
