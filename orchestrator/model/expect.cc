@@ -95,6 +95,16 @@ std::vector<MetricInfo> stall_metrics() {
 // stalls that stretch them: listed after pfc_reaction_p99.
 std::vector<MetricInfo> pause_path_metrics() {
   std::vector<MetricInfo> m = {
+    {"pfc_headroom_needed", MetricKind::kScalar, "bytes", {},
+     "the fastest switch port's physical headroom (qos.pfc.headroom or 2 x MTU) + its emulated rate x "
+     "pfc_reaction_p99: what may still arrive through it after XOFF"},
+    {"pfc_headroom", MetricKind::kScalar, "bytes", {},
+     "the headroom the run declares for that port: physical + what it carries in the 500 ns (physical) a port "
+     "may take to react (one frame at least); a switch's PGs running past it make the run invalid "
+     "(pfc_overshoot_excess)"},
+    {"pfc_reaction_budget", MetricKind::kScalar, "s", {},
+     "the agent reaction (wall clock) the data plane's lossless limits make room for, beyond pfc_headroom, so "
+     "a run the machine held drops nothing: 50 ms, raised to the measured p99 when that is larger"},
     {"pfc_reaction_quantiles", MetricKind::kSeries, "s", {"q"},
      "the agent's reaction at percentiles q = 0, 5, ..., 95, 98, 99, 99.5, 99.8, 99.9, 100 (wall clock)"},
     {"pfc_transit_p50", MetricKind::kScalar, "s", {},
@@ -209,16 +219,6 @@ const std::vector<MetricInfo>& metric_registry() {
       {"pfc_reaction_p50", MetricKind::kScalar, "s", {},
        "agent reaction: PFC frame arrival (BPF timestamp) to pause in effect, median"},
       {"pfc_reaction_p99", MetricKind::kScalar, "s", {}, "the same, 99th percentile"},
-      {"pfc_headroom_needed", MetricKind::kScalar, "bytes", {},
-       "the fastest switch port's physical headroom (qos.pfc.headroom or 2 x MTU) + its emulated rate x "
-       "pfc_reaction_p99: what may still arrive through it after XOFF"},
-      {"pfc_headroom", MetricKind::kScalar, "bytes", {},
-       "the headroom the run declares for that port: physical + what it carries in the 500 ns (physical) a port "
-       "may take to react (one frame at least); a switch's PGs running past it make the run invalid "
-       "(pfc_overshoot_excess)"},
-      {"pfc_reaction_budget", MetricKind::kScalar, "s", {},
-       "the agent reaction (wall clock) the data plane's lossless limits make room for, beyond pfc_headroom, so "
-       "a run the machine held drops nothing: 50 ms, raised to the measured p99 when that is larger"},
       {"lossless_drops", MetricKind::kScalar, "count", {}, "packets the switches and NICs dropped on lossless priorities, any reason but an injected loss fault or the PFC watchdog's drop action"},
       {"shaper_tx_bytes", MetricKind::kCounter, "bytes", {"node", "port", "prio"},
        "bytes each HTB priority class sent (the shaper's own count)"},
