@@ -151,6 +151,11 @@ void stall_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
 // nothing to send as late (a flow in go-back-N: lab 2's start read 27 ms): no verdict.
 constexpr double kMeanExcessInvalid = 0.05, kMaxExcessInvalid = 0.25;
 
+double metric_or(const Collect& c, const char* name) {
+  auto it = c.metrics.find(name);
+  return it == c.metrics.end() ? 0.0 : it->second.scalar;
+}
+
 void mechanism_metrics(Collect& c, const fabric::AgentFigures& a) {
   struct Port {
     std::string node, name;
@@ -226,9 +231,12 @@ void mechanism_metrics(Collect& c, const fabric::AgentFigures& a) {
                             mean_at, worst_mean * 100, what);
   else if (worst_max > kMaxExcessInvalid)
     c.invalid = fmt::format("{}'s priority groups ran past XOFF {:.1f} % of their XOFF {}, at most in one pause each: "
-                            "the agent was held while they ran on, and a peak queue may be off by that much; the "
-                            "pauses' physics did not hold (the machine did not keep up)",
-                            max_at, worst_max * 100, what);
+                            "the pause path was held while they ran on (the longest pause path {:.0f} us of wall clock, "
+                            "the PFC loop's longest stall {:.0f} us, the scheduler holding it {:.0f} us at most), and a "
+                            "peak queue may be off by that much; the pauses' physics did not hold (the machine did not "
+                            "keep up)",
+                            max_at, worst_max * 100, what, double(a.path_ns.max) / 1e3,
+                            metric_or(c, "agent_stall_max") * d * 1e6, metric_or(c, "agent_held_max") * d * 1e6);
 }
 
 // The ports' lines against their rates (fabric::PortLineFigures, rl_line_state): the time a

@@ -22,18 +22,18 @@ def run(module_globals):
     unittest.main(module=module_globals["__name__"], argv=[sys.argv[0], "-v", *rest])
 
 
-def run_valid(rocelab, path, out, *flags, test="", timeout=600, env=None):
+def run_valid(rocelab, path, out, *flags, test="", timeout=600, env=None, count=True):
     """`rocelab run --retry-invalid`: an invalid run (exit 2) once more at 2 x D, as every
     runner does, logged (retries.py). Invalid at 2 x D too, the test is not judged on this
     machine: logged UNJUDGED and skipped with the reason. The process, the last run's
     results and its directory (DIR-2xD after a retry)."""
     r = subprocess.run([rocelab, "run", "--retry-invalid", *flags, path, "--out", out], capture_output=True,
                        text=True, timeout=timeout, env=env)
-    res, out = settle(r.returncode, r.stderr, out, test)
+    res, out = settle(r.returncode, r.stderr, out, test, count)
     return r, res, out
 
 
-def settle(returncode, stderr, out, test=""):
+def settle(returncode, stderr, out, test="", count=True):
     """For a run started with --retry-invalid by the test itself (one it watches while it
     runs): logs the retry, skips the test when the run was invalid at 2 x D too, and gives
     the last run's results and directory."""
@@ -46,9 +46,32 @@ def settle(returncode, stderr, out, test=""):
     with open(os.path.join(out, "results.json")) as f:
         res = json.load(f)
     if returncode == 2 and retried and "did not keep up" in (res.get("error") or ""):
-        retries.unjudged(test or os.path.basename(out), res["error"])
+        if count:  # else each test that reads the run counts itself (SharedRun)
+            retries.unjudged(test or os.path.basename(out), res["error"])
         raise unittest.SkipTest(f"invalid at D and 2 x D: not judged on this machine ({res['error']})")
     return res, out
+
+
+class SharedRun(unittest.TestCase):
+    """Tests that all read runs made once in setUpClass (through `shared`, with run_valid's
+    count=False). When such a run could not be judged, every one of the class's tests is
+    counted UNJUDGED and skipped: one run unjudged is that many tests that judged nothing
+    (issue 48: counted once, a class's only browser check went unseen among them)."""
+    unjudged = None
+
+    @classmethod
+    def shared(cls, make):
+        try:
+            return make()
+        except unittest.SkipTest as e:
+            cls.unjudged = str(e)
+            return None
+
+    def setUp(self):
+        if self.unjudged:
+            import retries
+            retries.unjudged(f"{type(self).__name__}.{self._testMethodName}", self.unjudged)
+            self.skipTest(self.unjudged)
 
 
 def chromium_dom(test, html, tmp):

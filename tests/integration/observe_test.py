@@ -66,24 +66,24 @@ def metric(results, name):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
-class Observe(unittest.TestCase):
+class Observe(harness.SharedRun):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="rocelab-observe-")
-        cls.run_dir = cls.run_scenario("on", "")
+        cls.run_dir = cls.shared(lambda: cls.run_scenario("on", "", count=False))
 
     @classmethod
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
-    def run_scenario(cls, tag, extra, dcqcn="off"):
+    def run_scenario(cls, tag, extra, dcqcn="off", count=True):
         name = f"ob{os.getpid() % 100000}{tag}"
         path = os.path.join(cls.tmp, f"{name}.yaml")
         with open(path, "w") as f:
             f.write(SCENARIO.format(name=name, extra=extra, dcqcn=dcqcn))
         out = os.path.join(cls.tmp, tag)
-        r, _, out = harness.run_valid(ROCELAB, path, out, test=f"observe {tag}", timeout=300)
+        r, _, out = harness.run_valid(ROCELAB, path, out, test=f"observe {tag}", timeout=300, count=count)
         if r.returncode != 0:
             raise AssertionError(f"rocelab run exit {r.returncode}\n{r.stdout}\n{r.stderr}")
         return out

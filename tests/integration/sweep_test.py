@@ -88,7 +88,7 @@ class Sweep(unittest.TestCase):
 
 
 @unittest.skipUnless(os.geteuid() == 0, "needs root: the two runs make fabrics")
-class Compare(unittest.TestCase):
+class Compare(harness.SharedRun):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="rocelab-compare-")
@@ -99,8 +99,12 @@ class Compare(unittest.TestCase):
             f.write(text)
         # Exit 2 (the machine did not keep up) goes once more at 2 x D, as every runner does;
         # the compare then also names D among the differences.
-        runs = [harness.run_valid(ROCELAB, path, os.path.join(cls.tmp, name), "--no-report", *extra, test=f"sweep compare {name}")
-                for name, extra in (("on", []), ("off", ["--set", "qos.ecn=false"]))]
+        runs = cls.shared(lambda: [
+            harness.run_valid(ROCELAB, path, os.path.join(cls.tmp, name), "--no-report", *extra,
+                              test=f"sweep compare {name}", count=False)
+            for name, extra in (("on", []), ("off", ["--set", "qos.ecn=false"]))])
+        if runs is None:  # not judged: each test says so (SharedRun)
+            return
         cls.runs = [r for r, _, _ in runs]
         cls.on, cls.off = (out for _, _, out in runs)
         cls.html = os.path.join(cls.tmp, "compare.html")
