@@ -159,6 +159,26 @@ TEST(Series, PauseEndedBeforeTheLastReadingNeverRunsBack) {
   EXPECT_NEAR(paused, 5e-6 / 1000, 1e-12);  // the open reading's 5 us; the 3 us total stays under it
 }
 
+// The agent sink's collection from `tb` over a 10 s traffic phase (from t0 = 2 s of its
+// clock), `steal` as the runner found it: what it said of the run.
+struct AgentCollect {
+  model::MetricSet metrics;
+  std::vector<std::string> notes;
+  std::string invalid;
+  bool steal_judged = false;
+  bool run(const model::Scenario& s, const fabric::KernelPlan& plan, FakeTestbed& tb, const std::string& steal = "") {
+    const auto sink = telemetry::sinks().find("agent");
+    const int64_t t0 = 2'000'000'000;
+    tb.clock_.set(t0 + 10'000'000'000);
+    nlohmann::ordered_json record;
+    telemetry::Collect c{s, plan, tb, metrics, notes, invalid, record, t0, nullptr, nullptr};
+    c.steal = steal;
+    const bool ok = sink && sink->collect(c);
+    steal_judged = c.steal_judged;
+    return ok;
+  }
+};
+
 // The agent sink judges PFC's mechanism (issue 48): kIncast's fastest port takes 121 us of
 // wall clock for a frame (1,514 B at 100 Gbit/s / D = 1000). No switch's PGs may run past a
 // physical link's allowance (2 frames and a round trip) and what a port carries in a 500 ns
@@ -206,14 +226,10 @@ TEST(AgentSink, PgsRunningPastAPhysicalLinkMakeTheRunInvalidAndReactionsAreRepor
     c.pg_episodes = 10, c.pg_overshoot_max = over.max, c.pg_overshoot_sum = 10 * over.mean;
     c.pg_refills_timed = 20, c.resume_lag_sum_ns = 20 * k.resume_lag_ns;
     tb.stats = {ps};
-    const int64_t t0 = 2'000'000'000;
-    tb.clock_.set(t0 + 10'000'000'000);
-    model::MetricSet m;
-    std::vector<std::string> notes;
-    std::string invalid;
-    nlohmann::ordered_json record;
-    telemetry::Collect c2{s, plan, tb, m, notes, invalid, record, t0, nullptr, nullptr};
-    ASSERT_TRUE(sink->collect(c2));
+    AgentCollect run;
+    ASSERT_TRUE(run.run(s, plan, tb));
+    const model::MetricSet& m = run.metrics;
+    const std::string& invalid = run.invalid;
     EXPECT_NEAR(m.at("pfc_frame_time").scalar, 1514 * 8 / 100e9, 1e-15);
     EXPECT_NEAR(m.at("pfc_reaction_frames").scalar, double(k.reaction_p99_ns) / 121'120, 1e-9);
     EXPECT_NEAR(m.at("pfc_resume_lag_frames").scalar, double(k.resume_lag_ns) / 121'120, 1e-9);
@@ -240,14 +256,10 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
     f.stalls = std::move(stalls);
     f.held = std::move(held);
     tb.figures = f;
-    const int64_t t0 = 2'000'000'000;
-    tb.clock_.set(t0 + 10'000'000'000);  // a 10 s traffic phase
-    std::vector<std::string> notes;
-    std::string invalid;
-    nlohmann::ordered_json record;
-    telemetry::Collect c{s, plan, tb, metrics, notes, invalid, record, t0, nullptr, nullptr};
-    EXPECT_TRUE(sink->collect(c));
-    return invalid;
+    AgentCollect run;  // a 10 s traffic phase
+    EXPECT_TRUE(run.run(s, plan, tb));
+    metrics = run.metrics;
+    return run.invalid;
   };
   const double made_up = 2.0 * (1500 + 14) * 8 / 100e6 * 1e9;  // ns
   model::MetricSet m;
@@ -298,18 +310,11 @@ TEST(AgentSink, StealIsJudgedByTheFreezesTheLoopSaw) {
     for (int i = 0; i < 10; ++i)  // ten freezes, nothing of PFC's waiting
       f.stalls.push_back({uint64_t(3'000'000'000) + uint64_t(i) * 100'000'000, uint64_t(held_ms * 1e5 + made_up), 0});
     tb.figures = f;
-    const int64_t t0 = 2'000'000'000;
-    tb.clock_.set(t0 + 10'000'000'000);
-    model::MetricSet metrics;
-    std::vector<std::string> notes;
-    std::string invalid;
-    nlohmann::ordered_json record;
-    telemetry::Collect c{s, plan, tb, metrics, notes, invalid, record, t0, nullptr, nullptr};
-    c.steal = "the hypervisor ran something else on this machine's CPUs 8 % of the traffic phase (steal time)";
-    EXPECT_TRUE(sink->collect(c));
-    judged = c.steal_judged;
-    EXPECT_EQ(metrics.at("agent_stalled").scalar, 0);  // none had PFC's work waiting
-    return invalid;
+    AgentCollect run;
+    EXPECT_TRUE(run.run(s, plan, tb, "the hypervisor ran something else on this machine's CPUs 8 % of the traffic phase (steal time)"));
+    judged = run.steal_judged;
+    EXPECT_EQ(run.metrics.at("agent_stalled").scalar, 0);  // none had PFC's work waiting
+    return run.invalid;
   };
   bool judged = false;
   EXPECT_EQ(collect(50, judged), "");  // 50 ms of 10 s
