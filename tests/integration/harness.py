@@ -33,6 +33,15 @@ def run_valid(rocelab, path, out, *flags, test="", timeout=600, env=None, count=
     return r, res, out
 
 
+def log_retries(test, stderr):
+    """Every retry a command made on its own (`lab check`, `sweep`: an invalid run once more at
+    2 x D) into the suite's retry log, like the tests' own (issue 48: they went uncounted)."""
+    import retries  # beside this script
+    for line in stderr.splitlines():
+        if "once more at D =" in line:
+            retries.record(test, line)
+
+
 def settle(returncode, stderr, out, test="", count=True):
     """For a run started with --retry-invalid by the test itself (one it watches while it
     runs): logs the retry, skips the test when the run was invalid at 2 x D too, and gives

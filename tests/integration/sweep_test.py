@@ -48,6 +48,7 @@ class Sweep(unittest.TestCase):
         cls.args = ["sweep", "--out", cls.out, "--set", "qos.pfc.xoff=32KB,128KB", "--seeds", "1-2",
                     "--figure", "max(queue_max(node=leaf1, port=host4))", "--figure", "lossless_drops", cls.path]
         cls.first = subprocess.run([ROCELAB, *cls.args], capture_output=True, text=True, timeout=600)
+        harness.log_retries("sweep first", cls.first.stderr)
 
     @classmethod
     def tearDownClass(cls):
@@ -79,6 +80,7 @@ class Sweep(unittest.TestCase):
 
     def test_the_same_command_resumes_and_another_grid_is_refused(self):
         again = subprocess.run([ROCELAB, *self.args], capture_output=True, text=True, timeout=600)
+        harness.log_retries("sweep again", again.stderr)
         self.assertEqual(again.returncode, 0, again.stderr[-2000:])
         self.assertIn("4 runs (0 run now, 4 from before", again.stdout)
         other = [a.replace("32KB,128KB", "64KB,128KB") for a in self.args]
