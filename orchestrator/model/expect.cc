@@ -251,8 +251,8 @@ const std::vector<MetricInfo>& metric_registry() {
        "collectives: busbw / (the slowest edge's line rate x payload efficiency at its MTU)"},
       {"iteration_time", MetricKind::kSeries, "s", {"workload"}, "collectives: mean time of one operation"},
       {"jct", MetricKind::kSeries, "s", {"workload"}, "job completion time: start to the last completion"},
-      {"latency_p50", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency (ping sent to ping received; RTT / 2 across machines), median"},
-      {"latency_p99", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency, 99th percentile"},
+      {"latency_p50", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency (ping sent to ping received; RTT / 2 across machines) over the probe's time (each ping weighted by the time it samples: half its round trip and half the one before), median"},
+      {"latency_p99", MetricKind::kSeries, "s", {"workload"}, "latency workloads: one-way latency over the probe's time, 99th percentile"},
       {"fairness_time", MetricKind::kSeries, "s", {"to", "window"},
        "flows streaming into one host: time from the last one's start until every window (100us, 200us, "
        "500us, 1ms, 2ms) of every flow stays within ±10 % of the fair share (line rate x payload efficiency / "

@@ -36,6 +36,29 @@ T percentile(std::vector<T> v, double q) {
   return percentile_sorted(v, q);
 }
 
+// The same nearest rank over samples that each stand for a share of something (a probe's ping
+// for the stretch of time it took): the smallest sample with at least q % of the total weight
+// at or below it. Equal weights give percentile(). 0 when empty or weightless; `weight` is
+// as long as `v` (a missing weight counts 0).
+inline double weighted_percentile(const std::vector<double>& v, const std::vector<double>& weight, double q) {
+  std::vector<std::pair<double, double>> s;
+  double total = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double w = i < weight.size() ? std::max(0.0, weight[i]) : 0.0;
+    s.push_back({v[i], w});
+    total += w;
+  }
+  if (total <= 0) return 0;
+  std::sort(s.begin(), s.end());
+  const double want = std::clamp(q, 0.0, 100.0) / 100.0 * total;
+  double sum = 0;
+  for (const auto& [x, w] : s) {
+    sum += w;
+    if (w > 0 && sum >= want * (1 - 1e-12)) return x;
+  }
+  return s.back().first;
+}
+
 }  // namespace rocelab::model
 
 namespace rocelab::model {

@@ -63,7 +63,12 @@ struct WorkloadResult {
   double busbw_bound_factor = 1;  // × this with several GPUs a host (their own links carry part)
   double goodput_bps = 0;    // point-to-point: all the flows' bytes over the job's time
   double rx_utilization = 0; // point-to-point: the busiest receiving NIC's wire bytes / (time × line rate)
-  double latency_p50_s = 0, latency_p99_s = 0, latency_avg_s = 0;  // latency: one way
+  // latency, one way: over the probe's time, each ping weighted by the stretch of it that it
+  // samples (half its round trip and half the one before: what a packet meets at any moment,
+  // as the queue's series reads); per ping as perftest counts them, where a closed loop pings
+  // most while the queue is empty.
+  double latency_p50_s = 0, latency_p99_s = 0, latency_avg_s = 0;
+  double per_ping_p50_s = 0, per_ping_p99_s = 0, per_ping_avg_s = 0;
   bool one_way_measured = false;  // ping post to its arrival (one clock); false: RTT / 2
   std::vector<size_t> flows;
 };

@@ -153,6 +153,24 @@ TEST(Percentile, SelectionGivesTheSortsNearestRank) {
   EXPECT_EQ(model::percentile_select(none, 99), 0u);
 }
 
+// A probe's pings each stand for the time they sample: with equal weights the same nearest
+// rank as percentile(); a ping that stood for most of the time is the median whatever the
+// count of quick ones (a ping-pong's many pings through an empty queue, issue 48).
+TEST(Percentile, WeightedGivesEachSampleItsShare) {
+  std::vector<double> v;
+  for (int i = 0; i < 1000; ++i) v.push_back(double((i * 7919) % 1000));
+  const std::vector<double> ones(v.size(), 1.0);
+  for (double q : {0.0, 1.0, 50.0, 99.0, 100.0}) EXPECT_EQ(model::weighted_percentile(v, ones, q), model::percentile(v, q)) << q;
+  // Nine quick pings of 1 us each beside one that waited 10 us: per ping the median is 1, over
+  // the 19 us they took it is 10 (10 of 19 at or below it), and p25 still 1.
+  const std::vector<double> one_way{1, 1, 1, 1, 10, 1, 1, 1, 1, 1}, took{1, 1, 1, 1, 10, 1, 1, 1, 1, 1};
+  EXPECT_EQ(model::percentile(one_way, 50), 1);
+  EXPECT_EQ(model::weighted_percentile(one_way, took, 50), 10);
+  EXPECT_EQ(model::weighted_percentile(one_way, took, 25), 1);
+  EXPECT_EQ(model::weighted_percentile({}, {}, 50), 0);
+  EXPECT_EQ(model::weighted_percentile({3, 4}, {0, 0}, 50), 0);  // weightless
+}
+
 // The agent's latencies in bounded space: the nearest rank's bucket, never below the sorted
 // sample's and within 1/64 above it, exact below 128, the largest kept exact.
 TEST(Percentile, TheLogHistogramReadsTheNearestRankWithinOneBucket) {
