@@ -330,17 +330,15 @@ class Overload(InTempDir):
         path = os.path.join(self.tmp, "rail.yaml")
         with open(path, "w") as f:
             f.write(text)
-        for attempt in range(2):
-            out = os.path.join(self.tmp, f"run{attempt}")
-            r, res = run(path, out)
-            eng = res["workloads"]["engine"]
-            eff = ring_efficiency(res)
-            print(f"\nrail ring at D = 1000: exit {r.returncode}, busbw {eff:.3f} of its bound, worst NIC "
-                  f"{eng['worst_paced_nic']} {eng['worst_pacing_error']:+.3f}, waiting {eng['engine_cpu_waiting']:.2f}",
-                  file=sys.stderr)
-            if eff > 0.95:
-                break  # a run that kept up; one that did not (another load here) is not this test's
-        self.assertGreater(eff, 0.95, "the ring fell behind twice: the machine is busy")
+        # One run (an invalid one once more at 2 x D, logged): the pacer's figure must be the
+        # busbw's whatever this machine let the ring reach (a second draw for a run that fell
+        # behind, as before, went uncounted: issue 48).
+        r, res = run(path, os.path.join(self.tmp, "run"))
+        eng = res["workloads"]["engine"]
+        eff = ring_efficiency(res)
+        print(f"\nrail ring at D = 1000: exit {r.returncode}, busbw {eff:.3f} of its bound, worst NIC "
+              f"{eng['worst_paced_nic']} {eng['worst_pacing_error']:+.3f}, waiting {eng['engine_cpu_waiting']:.2f}",
+              file=sys.stderr)
         self.assertEqual(r.returncode, 0, res.get("error"))
         self.assertAlmostEqual(1 + eng["worst_pacing_error"], eff, delta=0.05)
 
