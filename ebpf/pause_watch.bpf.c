@@ -91,4 +91,44 @@ int BPF_PROG(rl_pause_watch, struct Qdisc *q, const struct netdev_queue *txq, in
 	return 0;
 }
 
+/* Per CPU (sized by the agent): who held it (rl_hold_switch). Mmapable: the agent reads the
+ * rings in place. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct rl_cpu_holds);
+} cpu_holds SEC(".maps");
+
+/* Our processes (the agent's, the one that started it), written by the agent before attach. */
+__u32 ours[RL_HOLD_OURS];
+
+static __always_inline __u32 is_other(struct task_struct *t)
+{
+	__u32 tgid = t->tgid;
+
+	if (!t->pid || (t->flags & 0x00200000 /* PF_KTHREAD */))
+		return 0;
+	for (int i = 0; i < RL_HOLD_OURS; i++)
+		if (ours[i] == tgid)
+			return 0;
+	return 1;
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(rl_cpu_hold, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct rl_cpu_holds *h = bpf_map_lookup_elem(&cpu_holds, &cpu);
+
+	if (!h)
+		return 0;
+	char comm[16];
+
+	__builtin_memcpy(comm, prev->comm, sizeof comm);
+	rl_hold_switch(h, bpf_ktime_get_ns(), cpu, comm, prev->tgid, is_other(prev));
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "GPL";

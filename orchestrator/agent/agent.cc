@@ -122,7 +122,9 @@ class Agent {
       budget_ns_ = std::max<uint64_t>(budget_ns_, uint64_t{p.headroom.budget_us} * 1000);
     }
     // The watcher holds the agent to account: what a paused port still sends is counted.
-    watch_ = bpf::PauseWatch::start(maps_->port_info_fd(), why);
+    // Ours, for who held the CPUs: this process and the one that started it (`rocelab run`,
+    // whose engine threads are busy by design).
+    watch_ = bpf::PauseWatch::start(maps_->port_info_fd(), {uint32_t(getpid()), uint32_t(getppid())}, why);
     if (!watch_) return why = "pause watcher: " + why, false;
     events_ = bpf::PfcEvents::open(*maps_, [this](const rl_pfc_event& e) { handle(e); }, why);
     if (!events_) return false;
@@ -557,6 +559,7 @@ class Agent {
       if (const rl_line_state l = watch_->line(slot); l.lost_ns)
         f.lines.push_back({nodes_[p.cfg->node].name, p.cfg->name, l.lost_ns, l.longest_ns, l.runs, l.gap_ns,
                            l.gap_at_ns});
+    for (const rl_cpu_hold& h : watch_->holds()) f.holds.push_back({h.cpu, h.tgid, h.comm, h.start_ns, h.dur_ns});
     if (wd_)
       for (uint32_t k : wd_->keys()) {
         const Port& p = ports_.at(rl_queue_slot(k));

@@ -12,7 +12,7 @@
 
 namespace rocelab::bpf {
 
-std::unique_ptr<PauseWatch> PauseWatch::start(int port_info_fd, std::string& why) {
+std::unique_ptr<PauseWatch> PauseWatch::start(int port_info_fd, const std::vector<uint32_t>& ours, std::string& why) {
   auto fail = [&why](const std::string& what, int e) {
     why = what + ": " + std::strerror(e < 0 ? -e : e);
     return nullptr;
@@ -26,6 +26,11 @@ std::unique_ptr<PauseWatch> PauseWatch::start(int port_info_fd, std::string& why
   if (!w->skel_) return fail("open pause_watch.bpf.o", errno);
   bpf_map__set_max_entries(w->skel_->maps.pause_state, static_cast<uint32_t>(w->ports_ * RL_NUM_PRIO));
   bpf_map__set_max_entries(w->skel_->maps.line_state, static_cast<uint32_t>(w->ports_));
+  const int cpus = libbpf_num_possible_cpus();
+  if (cpus <= 0) return fail("count the CPUs", cpus);
+  w->cpus_ = size_t(cpus);
+  bpf_map__set_max_entries(w->skel_->maps.cpu_holds, static_cast<uint32_t>(cpus));
+  for (size_t i = 0; i < ours.size() && i < RL_HOLD_OURS; ++i) w->skel_->bss->ours[i] = ours[i];
   if (int e = bpf_map__reuse_fd(w->skel_->maps.port_info, port_info_fd)) return fail("share port_info", e);
   if (int e = pause_watch__load(w->skel_)) return fail("load pause_watch.bpf.o", e);
   w->length_ = (w->ports_ * RL_NUM_PRIO * sizeof(rl_pause_state) + 4095) / 4096 * 4096;
@@ -36,13 +41,18 @@ std::unique_ptr<PauseWatch> PauseWatch::start(int port_info_fd, std::string& why
   m = mmap(nullptr, w->lines_length_, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(w->skel_->maps.line_state), 0);
   if (m == MAP_FAILED) return fail("map line_state", errno);
   w->lines_ = m;
-  if (int e = pause_watch__attach(w->skel_)) return fail("attach to tracepoint qdisc_dequeue", e);
+  w->holds_length_ = (w->cpus_ * sizeof(rl_cpu_holds) + 4095) / 4096 * 4096;
+  m = mmap(nullptr, w->holds_length_, PROT_READ, MAP_SHARED, bpf_map__fd(w->skel_->maps.cpu_holds), 0);
+  if (m == MAP_FAILED) return fail("map cpu_holds", errno);
+  w->holds_ = m;
+  if (int e = pause_watch__attach(w->skel_)) return fail("attach to tracepoints qdisc_dequeue and sched_switch", e);
   return w;
 }
 
 PauseWatch::~PauseWatch() {
   if (base_) munmap(base_, length_);
   if (lines_) munmap(lines_, lines_length_);
+  if (holds_) munmap(holds_, holds_length_);
   if (skel_) pause_watch__destroy(skel_);
 }
 
@@ -91,6 +101,23 @@ rl_pause_state PauseWatch::read(size_t slot, uint32_t prio) const {
     st.dequeued = __atomic_load_n(&e->dequeued, __ATOMIC_RELAXED);
   }
   return st;
+}
+
+std::vector<rl_cpu_hold> PauseWatch::holds() const {
+  std::vector<rl_cpu_hold> out;
+  for (size_t c = 0; holds_ && c < cpus_; ++c) {
+    const auto* h = static_cast<const rl_cpu_holds*>(holds_) + c;
+    const uint64_t next = __atomic_load_n(&h->next, __ATOMIC_ACQUIRE);
+    // The ring's last RL_HOLD_RING (one the program overwrites meanwhile may read torn: a
+    // figure of the evidence, never of the physics).
+    for (uint64_t i = next > RL_HOLD_RING ? next - RL_HOLD_RING : 0; i < next; ++i) {
+      rl_cpu_hold r{};
+      std::memcpy(&r, &h->ring[i % RL_HOLD_RING], sizeof r);
+      r.comm[sizeof r.comm - 1] = 0;
+      if (r.dur_ns >= RL_HOLD_MIN_NS && r.start_ns) out.push_back(r);
+    }
+  }
+  return out;
 }
 
 }  // namespace rocelab::bpf

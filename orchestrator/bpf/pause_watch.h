@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "rocelab_abi.h"
 
@@ -19,7 +20,8 @@ class PauseWatch {
  public:
   // Loads and attaches the watcher over the fabric's port_info map (its fd: the ports it
   // may recognise), with a pause record per port slot x priority.
-  static std::unique_ptr<PauseWatch> start(int port_info_fd, std::string& why);
+  // `ours`: the processes whose holds of a CPU are not another program's (rl_cpu_holds).
+  static std::unique_ptr<PauseWatch> start(int port_info_fd, const std::vector<uint32_t>& ours, std::string& why);
   ~PauseWatch();
   PauseWatch(const PauseWatch&) = delete;
   PauseWatch& operator=(const PauseWatch&) = delete;
@@ -32,6 +34,8 @@ class PauseWatch {
   // The port's line against its rate (rl_line_state): what it lost with packets waiting.
   rl_line_state line(size_t slot) const;
   size_t ports() const { return ports_; }
+  // Every CPU's kept stretches of another program's (rl_cpu_holds), oldest first per CPU.
+  std::vector<rl_cpu_hold> holds() const;
 
  private:
   PauseWatch() = default;
@@ -42,6 +46,8 @@ class PauseWatch {
   size_t length_ = 0;
   void* lines_ = nullptr;  // the line_state array, mapped
   size_t lines_length_ = 0;
+  void* holds_ = nullptr;  // the cpu_holds array, mapped
+  size_t holds_length_ = 0, cpus_ = 0;
 };
 
 }  // namespace rocelab::bpf

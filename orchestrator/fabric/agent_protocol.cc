@@ -120,6 +120,9 @@ ordered_json to_json(const AgentFigures& f) {
   for (const auto& l : f.lines)
     lines.push_back({{"node", l.node}, {"port", l.port}, {"lost_ns", l.lost_ns}, {"longest_ns", l.longest_ns},
                      {"runs", l.runs}, {"gap_ns", l.gap_ns}, {"gap_at_ns", l.gap_at_ns}});
+  ordered_json holds = ordered_json::array();
+  for (const auto& h : f.holds)
+    holds.push_back({{"cpu", h.cpu}, {"pid", h.pid}, {"thread", h.thread}, {"start_ns", h.start_ns}, {"dur_ns", h.dur_ns}});
   return {{"events", f.events},
           {"ignored", f.ignored},
           {"pauses", f.pauses},
@@ -155,7 +158,8 @@ ordered_json to_json(const AgentFigures& f) {
           {"pause_log_dropped", f.pause_log_dropped},
           {"leaks", leaks},
           {"paused", paused},
-          {"lines", lines}};
+          {"lines", lines},
+          {"holds", holds}};
 }
 
 std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
@@ -238,6 +242,10 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
                            l.at("lost_ns").get<uint64_t>(), l.at("longest_ns").get<uint64_t>(),
                            l.at("runs").get<uint64_t>(), l.value("gap_ns", uint64_t(0)),
                            l.value("gap_at_ns", uint64_t(0))});
+    if (j.contains("holds"))
+      for (const auto& h : j.at("holds"))
+        f.holds.push_back({h.at("cpu").get<uint32_t>(), h.at("pid").get<uint32_t>(), h.at("thread").get<std::string>(),
+                           h.at("start_ns").get<uint64_t>(), h.at("dur_ns").get<uint64_t>()});
     return f;
   } catch (const std::exception& e) {
     why = std::string("the agent's figures: ") + e.what();

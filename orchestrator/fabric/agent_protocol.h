@@ -68,6 +68,14 @@ struct PortLineFigures {
   uint64_t gap_at_ns = 0;  // when it began (CLOCK_MONOTONIC), to place it in the run
 };
 
+// Another program ran on a CPU for `dur_ns` from `start_ns` (CLOCK_MONOTONIC) without a
+// switch (rl_cpu_hold): the machine's contention, named.
+struct CpuHoldFigures {
+  uint32_t cpu = 0, pid = 0;  // pid: the process (tgid)
+  std::string thread;         // its thread's name
+  uint64_t start_ns = 0, dur_ns = 0;
+};
+
 struct PortLeakFigures {
   std::string node, port;
   uint32_t prio = 0;
@@ -167,6 +175,7 @@ struct AgentFigures {
   std::vector<PortLeakFigures> leaks;
   std::vector<PortPauseFigures> paused;
   std::vector<PortLineFigures> lines;  // ports whose line lost time (lost_ns > 0)
+  std::vector<CpuHoldFigures> holds;   // the last few per CPU (RL_HOLD_RING), in order per CPU
 };
 
 inline constexpr size_t kPauseLogMax = 200'000;

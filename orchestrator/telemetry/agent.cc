@@ -2,6 +2,7 @@
 // still sent) as metrics, and the headroom its measured reaction time asks for.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include "bpf/headroom.h"
 #include "fabric/kernel_plan.h"
@@ -82,6 +83,37 @@ void judge_steal(Collect& c, double held_share) {
                             c.steal, held_share * 100);
 }
 
+// Other programs' stretches on the CPUs (fabric::CpuHoldFigures, rl_cpu_hold) in the traffic
+// phase: the machine's contention, named. This process's own are not another program's (a
+// run on an instance another `rocelab up` started: the agent knew only that one).
+std::vector<fabric::CpuHoldFigures> phase_holds(const Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
+  std::vector<fabric::CpuHoldFigures> out;
+  for (const auto& h : a.holds)
+    if (h.pid != uint32_t(getpid()) && h.start_ns + h.dur_ns > uint64_t(c.t0_ns) && h.start_ns < now_ns) out.push_back(h);
+  return out;
+}
+
+void hold_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
+  if (c.t0_ns <= 0) return;
+  double longest = 0;
+  for (const auto& h : phase_holds(c, a, now_ns)) longest = std::max(longest, double(h.dur_ns) / 1e9);
+  c.metrics["machine_held_max"] = MetricValue{MetricKind::kScalar, longest / c.scenario.scale.factor(), {}};
+}
+
+// What another program held of [from, from + span) (CLOCK_MONOTONIC): the largest overlap, said.
+std::string held_during(const fabric::AgentFigures& a, uint64_t now_ns, uint64_t from, uint64_t span) {
+  const fabric::CpuHoldFigures* best = nullptr;
+  uint64_t most = 0;
+  for (const auto& h : a.holds) {
+    if (h.pid == uint32_t(getpid()) || h.start_ns >= now_ns) continue;
+    const uint64_t lo = std::max(from, h.start_ns), hi = std::min(from + span, h.start_ns + h.dur_ns);
+    if (hi > lo && hi - lo > most) most = hi - lo, best = &h;
+  }
+  if (!best) return "; no other program ran 0.2 ms or more on a CPU meanwhile";
+  return fmt::format("; meanwhile another program held CPU {} for {:.1f} ms of it (thread '{}', process {})", best->cpu,
+                     double(most) / 1e6, best->thread, best->pid);
+}
+
 void stall_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   if (c.t0_ns <= 0 || now_ns <= uint64_t(c.t0_ns)) return;
   uint64_t rate = 0, mtu = 0;
@@ -90,13 +122,13 @@ void stall_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
       if (p.rate_bps > rate) rate = p.rate_bps, mtu = p.mtu;
   const double made_up = rate ? 2.0 * double(mtu + 14) * 8 * 1e9 / double(rate) : 0;  // ns
   double lost = 0, held = 0;  // past what a shaper makes up: PFC's work delayed; every stall
-  uint64_t longest = 0, n = 0;
+  uint64_t longest = 0, longest_at = 0, n = 0;
   for (const auto& x : a.stalls) {
     if (x.t_ns < uint64_t(c.t0_ns) || x.t_ns > now_ns) continue;
     held += std::max(0.0, double(x.late_ns) - made_up);
     if (!x.delayed_ns) continue;
     lost += std::max(0.0, double(x.delayed_ns) - made_up);
-    longest = std::max(longest, x.delayed_ns);
+    if (x.delayed_ns > longest) longest = x.delayed_ns, longest_at = x.t_ns - std::min(x.t_ns, x.late_ns);
     ++n;
   }
   const double phase = double(now_ns - uint64_t(c.t0_ns));
@@ -120,10 +152,10 @@ void stall_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   if (share > kStalledInvalid && c.invalid.empty())
     c.invalid = fmt::format("the machine held the CPUs from the fabric {:.1f} % of the traffic phase ({} stalls of the PFC "
                             "agent's loop that delayed PFC's work, the longest delay {:.1f} ms, each past the {:.2f} "
-                            "ms a shaper makes up; the scheduler kept the runnable loop waiting {:.1f} ms at most): the "
-                            "machine did not keep up",
+                            "ms a shaper makes up; the scheduler kept the runnable loop waiting {:.1f} ms at most{}): "
+                            "the machine did not keep up",
                             share * 100, n + a.stalls_dropped, double(longest) / 1e6, made_up / 1e6,
-                            double(held_max) / 1e6);
+                            double(held_max) / 1e6, held_during(a, now_ns, longest_at, longest));
   spdlog::debug("the agent's loop was held past the shapers' buckets {:.2f} % of the traffic phase, PFC's work "
                 "delayed past them {:.2f} % ({} stalls logged, {} past the log)",
                 held / phase * 100, share * 100, a.stalls.size(), a.stalls_dropped);
@@ -267,8 +299,9 @@ void line_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   if (at && worst > kStalledInvalid && c.invalid.empty())
     c.invalid = fmt::format("the machine held {}:{}'s line idle with packets waiting {:.1f} % of the traffic phase (its "
                             "shaper ran late past what its bucket makes up; the longest wait between two of its packets "
-                            "{:.1f} ms, from {:.3f} s of wall clock into the phase): the machine did not keep up",
-                            at->node, at->port, worst * 100, double(at->gap_ns) / 1e6, into(at->gap_at_ns));
+                            "{:.1f} ms, from {:.3f} s of wall clock into the phase{}): the machine did not keep up",
+                            at->node, at->port, worst * 100, double(at->gap_ns) / 1e6, into(at->gap_at_ns),
+                            held_during(a, now_ns, at->gap_at_ns, at->gap_ns));
 }
 
 // The PFC watchdog (FAULTS.md): SONiC's per-queue counts as counters, each storm's
@@ -407,6 +440,7 @@ Sink agent_sink() {
             c.record.erase("lines");      // in line_lost
             pfc_txt(c, a);
             stall_metrics(c, a, uint64_t(c.testbed.clock().now()));
+            hold_metrics(c, a, uint64_t(c.testbed.clock().now()));
             line_metrics(c, a, uint64_t(c.testbed.clock().now()));
             if (a.reaction_ns.count > 0) mechanism_metrics(c, a);
             watchdog_metrics(c, a);

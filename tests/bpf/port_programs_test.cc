@@ -850,7 +850,7 @@ TEST_F(PortPrograms, PauseWatchCountsWhatAPausedPortStillSends) {
     ASSERT_TRUE(b.flush().ok());
   }
   std::string why;
-  auto watch = bpf::PauseWatch::start(lab().progs->port_info_fd(), why);
+  auto watch = bpf::PauseWatch::start(lab().progs->port_info_fd(), {uint32_t(getpid())}, why);
   ASSERT_TRUE(watch) << why;
   sys::Fd tx(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
   sockaddr_ll sll{};

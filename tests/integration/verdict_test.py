@@ -221,6 +221,62 @@ class Deadlock(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+# Another program on one CPU, 30 ms at a stretch (real-time, so nothing of ours runs there
+# meanwhile): what the run names as the machine's contention.
+HOG = """import os, sys, time
+os.sched_setaffinity(0, {0})
+os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+for _ in range(3):
+    t = time.monotonic()
+    while time.monotonic() - t < 0.030:
+        pass
+    time.sleep(0.1)
+"""
+
+
+@unittest.skipUnless(os.geteuid() == 0, "needs root: makes network namespaces")
+class Contention(unittest.TestCase):
+    """Issue 48, build 3: who held the CPUs. Another program that runs on a CPU without a
+    switch for 0.2 ms or more in the traffic phase is named (pause_watch's sched_switch
+    program): here a real-time busy loop of 30 ms, three times, on CPU 0."""
+    setUp, tearDown = TestbedFaults.setUp, TestbedFaults.tearDown
+    scenario, start, wait_traffic = TestbedFaults.scenario, TestbedFaults.start, TestbedFaults.wait_traffic
+
+    def test_another_programs_hold_of_a_cpu_is_named_with_its_length(self):
+        out = os.path.join(self.tmp, "run")
+        p = self.start(self.scenario(), out)
+        hog = None
+        try:
+            self.wait_traffic(p, out)
+            hog = subprocess.Popen([sys.executable, "-c", HOG])
+            self.assertEqual(hog.wait(timeout=60), 0)
+            _, err = p.communicate(timeout=300)
+        finally:
+            for q in (hog, p):
+                if q and q.poll() is None:
+                    q.kill()
+                    q.wait()
+        res = results(out)
+        with open(os.path.join(out, "events.jsonl")) as f:
+            agent = next(json.loads(line)["record"] for line in f if '"sink":"agent"' in line.replace(" ", "")
+                         and '"collected"' in line)
+        mine = [h for h in agent["holds"] if h["pid"] == hog.pid]
+        print(f"\nthe hog (pid {hog.pid}) held: {[(h['cpu'], round(h['dur_ns'] / 1e6, 1)) for h in mine]}; "
+              f"machine_held_max {res['metrics']['machine_held_max'] * res['scale'] * 1e3:.1f} ms of wall clock; "
+              f"exit {p.returncode}", file=sys.stderr)
+        # Its three loops (its start, before it pinned itself, and its exit are its own too).
+        loops = [h for h in mine if h["dur_ns"] >= 29_000_000]
+        self.assertEqual(len(loops), 3, mine)
+        for h in loops:
+            self.assertEqual(h["cpu"], 0)
+            self.assertTrue(h["thread"].startswith("python"), h)
+            self.assertLess(h["dur_ns"], 200_000_000)
+        # Physical: wall / D; the longest of the phase is the hog's at least.
+        self.assertGreaterEqual(res["metrics"]["machine_held_max"] * res["scale"], 0.029)
+        # Nothing of rocelab's is another program.
+        self.assertFalse([h for h in agent["holds"] if h["thread"] in ("rocelab", "exe")], agent["holds"])
+
+
 LATENCY = """name: {name}
 seed: {seed}
 scale: 1000

@@ -2,6 +2,7 @@
 // its rows add up to the counters' totals, its peaks reach the queue's peak, and the
 // interval follows the scenario and D.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -250,11 +251,12 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   const auto sink = telemetry::sinks().find("agent");
   ASSERT_TRUE(sink);
   auto collect = [&](std::vector<fabric::AgentStall> stalls, model::MetricSet& metrics,
-                     std::vector<fabric::AgentHeld> held = {}) {
+                     std::vector<fabric::AgentHeld> held = {}, std::vector<fabric::CpuHoldFigures> holds = {}) {
     FakeTestbed tb(s);
     fabric::AgentFigures f;
     f.stalls = std::move(stalls);
     f.held = std::move(held);
+    f.holds = std::move(holds);
     tb.figures = f;
     AgentCollect run;  // a 10 s traffic phase
     EXPECT_TRUE(run.run(s, plan, tb));
@@ -273,16 +275,27 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   EXPECT_NEAR(m.at("agent_stall_max").scalar, 30e-3 / 1000, 1e-12);  // physical: D = 1000
   model::MetricSet m2;
   // The scheduler's own account says it kept the runnable loop waiting 50 ms once in the
-  // phase (an RT throttle), and 90 ms before it (not counted).
+  // phase (an RT throttle), and 90 ms before it (not counted). Another program held CPU 0
+  // 100 ms from 2.95 s, 50 ms of the longest stall (2.92-3.00 s); this process's own stretch,
+  // longer, is not another program's.
+  const std::vector<fabric::CpuHoldFigures> holds{{0, 1, "tokio-rt-worker", 2'950'000'000, 100'000'000},
+                                                  {1, uint32_t(getpid()), "rocelab", 2'900'000'000, 300'000'000}};
   const std::string why = collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2,
-                                  {{1'000'000'000, 90'000'000, 95'000'000}, {3'000'000'000, 50'000'000, 80'000'000}});
+                                  {{1'000'000'000, 90'000'000, 95'000'000}, {3'000'000'000, 50'000'000, 80'000'000}}, holds);
   EXPECT_NEAR(m2.at("agent_stalled").scalar, (120e6 - 2 * made_up) / 10e9, 1e-12);
   EXPECT_NEAR(m2.at("agent_held_max").scalar, 50e-3 / 1000, 1e-12);
+  EXPECT_NEAR(m2.at("machine_held_max").scalar, 100e-3 / 1000, 1e-12);
   EXPECT_NE(why.find("1.2 % of the traffic phase (2 stalls of the PFC agent's loop that delayed PFC's work, the "
                      "longest delay 80.0 ms, each past the 0.24 ms a shaper makes up; the scheduler kept the "
-                     "runnable loop waiting 50.0 ms at most)"),
+                     "runnable loop waiting 50.0 ms at most; meanwhile another program held CPU 0 for 50.0 ms of it "
+                     "(thread 'tokio-rt-worker', process 1))"),
             std::string::npos)
       << why;
+  model::MetricSet m2b;  // no other program: said
+  EXPECT_NE(collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2b)
+                .find("at most; no other program ran 0.2 ms or more on a CPU meanwhile)"),
+            std::string::npos);
+  EXPECT_EQ(m2b.at("machine_held_max").scalar, 0);
   EXPECT_NE(why.find("did not keep up"), std::string::npos) << why;
   // The same stalls, and one of 200 ms, delaying nothing of PFC's, and one of 30 ms that
   // delayed a pause 10 ms: valid, only those 10 ms counted.
