@@ -435,10 +435,11 @@ static inline void rl_line_dequeue(struct rl_line_state *s, __u64 now, __u64 len
  * timer of ours fired, and a receiver's line waited 2.7 ms). Each stretch in which one task of
  * another program ran on a CPU without a switch — the kernel's threads and idle are not other
  * programs; ours are the agent and the process that started it (`ours`) — is kept when it
- * lasted RL_HOLD_MIN_NS or more, the last RL_HOLD_RING of them per CPU. A task the hypervisor
+ * lasted RL_HOLD_MIN_NS or more (a shaper's bucket makes up about that), the last RL_HOLD_RING
+ * of them per CPU (seconds of a compiler's or another run's stretches). A task the hypervisor
  * stopped is still the CPU's current task: a stretch also covers steal behind it. */
-#define RL_HOLD_RING 32
-#define RL_HOLD_MIN_NS 200000ull
+#define RL_HOLD_RING 1024
+#define RL_HOLD_MIN_NS 500000ull
 #define RL_HOLD_OURS 4
 struct rl_cpu_hold {
 	__u64 start_ns;  /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) the task came on the CPU */

@@ -175,7 +175,7 @@ struct AgentFigures {
   std::vector<PortLeakFigures> leaks;
   std::vector<PortPauseFigures> paused;
   std::vector<PortLineFigures> lines;  // ports whose line lost time (lost_ns > 0)
-  std::vector<CpuHoldFigures> holds;   // the last few per CPU (RL_HOLD_RING), in order per CPU
+  std::vector<CpuHoldFigures> holds;   // the last RL_HOLD_RING per CPU, in order per CPU
 };
 
 inline constexpr size_t kPauseLogMax = 200'000;

@@ -90,7 +90,7 @@ std::vector<MetricInfo> stall_metrics() {
      "the most line_lost of any port; above 0.01 the run is invalid"},
     {"machine_held_max", MetricKind::kScalar, "s", {},
      "the longest another program (not rocelab's, not the kernel's threads) ran on one CPU without a switch in the "
-     "traffic phase, 0.2 ms of wall clock or more, steal behind it included (physical: wall / D); an invalid run "
+     "traffic phase, 0.5 ms of wall clock or more, steal behind it included (physical: wall / D); an invalid run "
      "names the one that overlapped what broke"},
   };
 }

@@ -109,7 +109,7 @@ std::string held_during(const fabric::AgentFigures& a, uint64_t now_ns, uint64_t
     const uint64_t lo = std::max(from, h.start_ns), hi = std::min(from + span, h.start_ns + h.dur_ns);
     if (hi > lo && hi - lo > most) most = hi - lo, best = &h;
   }
-  if (!best) return "; no other program ran 0.2 ms or more on a CPU meanwhile";
+  if (!best) return "; no other program ran 0.5 ms or more on a CPU meanwhile";
   return fmt::format("; meanwhile another program held CPU {} for {:.1f} ms of it (thread '{}', process {})", best->cpu,
                      double(most) / 1e6, best->thread, best->pid);
 }

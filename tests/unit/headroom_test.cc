@@ -157,21 +157,21 @@ TEST(LineState, AnEmptyQueuePausedPriorityOrCarrierLossIsNoLoss) {
 // kept when the task leaving is another program's and ran RL_HOLD_MIN_NS or more since the
 // CPU's last switch; the ring keeps the last RL_HOLD_RING.
 TEST(CpuHolds, AnotherProgramsLongStretchIsKeptWithItsNameAndOursNever) {
-  rl_cpu_holds h{};
+  static rl_cpu_holds h{};  // 40 KB: not on the stack
   const char other[16] = "tokio-rt-worker", ours[16] = "rocelab";
   rl_hold_switch(&h, 1'000'000, 0, ours, 7, 0);  // the first switch seen: nothing before it to time
   EXPECT_EQ(h.next, 0u);
   rl_hold_switch(&h, 3'000'000, 0, ours, 7, 0);  // ours, 2 ms: not kept
-  rl_hold_switch(&h, 3'150'000, 0, other, 1, 1);  // another's, 150 us: below RL_HOLD_MIN_NS
+  rl_hold_switch(&h, 3'450'000, 0, other, 1, 1);  // another's, 450 us: below RL_HOLD_MIN_NS
   EXPECT_EQ(h.next, 0u);
-  rl_hold_switch(&h, 5'150'000, 1, other, 1, 1);  // another's, 2 ms: kept
+  rl_hold_switch(&h, 5'450'000, 1, other, 1, 1);  // another's, 2 ms: kept
   ASSERT_EQ(h.next, 1u);
-  EXPECT_EQ(h.ring[0].start_ns, 3'150'000u);
+  EXPECT_EQ(h.ring[0].start_ns, 3'450'000u);
   EXPECT_EQ(h.ring[0].dur_ns, 2'000'000u);
   EXPECT_EQ(h.ring[0].tgid, 1u);
   EXPECT_EQ(h.ring[0].cpu, 1u);
   EXPECT_STREQ(h.ring[0].comm, "tokio-rt-worker");
-  uint64_t t = 5'150'000;
+  uint64_t t = 5'450'000;
   for (int i = 0; i < RL_HOLD_RING + 3; ++i) rl_hold_switch(&h, t += RL_HOLD_MIN_NS + uint64_t(i), 0, other, 2, 1);
   EXPECT_EQ(h.next, 1u + RL_HOLD_RING + 3);
   EXPECT_EQ(h.ring[(h.next - 1) % RL_HOLD_RING].dur_ns, RL_HOLD_MIN_NS + RL_HOLD_RING + 2);  // the last, where it wrapped

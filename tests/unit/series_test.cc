@@ -293,7 +293,7 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
       << why;
   model::MetricSet m2b;  // no other program: said
   EXPECT_NE(collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2b)
-                .find("at most; no other program ran 0.2 ms or more on a CPU meanwhile)"),
+                .find("at most; no other program ran 0.5 ms or more on a CPU meanwhile)"),
             std::string::npos);
   EXPECT_EQ(m2b.at("machine_held_max").scalar, 0);
   EXPECT_NE(why.find("did not keep up"), std::string::npos) << why;
