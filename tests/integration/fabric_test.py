@@ -611,13 +611,21 @@ class Split(unittest.TestCase):
         def incast(res):
             return sorted((f["from"], f["bytes"]) for f in res["workloads"]["flows"] if f["workload"] == "incast")
 
+        def bound(res):
+            return next(x for x in res["workloads"]["workloads"] if x["name"] == "ring")["busbw_bound_GBps"]
+
         self.assertEqual(incast(a), incast(w))
-        # The ring's rounds wait for the other machine at each step: a round's barrier costs
-        # one message over the underlay, well under 1 % here.
+        print(f"split run: ring busbw {ring(a):.2f} GB/s on two machines, {ring(w):.2f} on one, bound "
+              f"{bound(a):.2f}; D {a['scale']:g} and {w['scale']:g}", file=sys.stderr)
+        # Like with like (issue 48): the same ring, the same bound. The ring's rounds wait for
+        # the other machine at each step (a round's barrier costs one message over the
+        # underlay, well under 1 % here): the split run is at most 5 % below one machine. It
+        # may read above it: two machines' engines have two CPUs' time where one has one
+        # (+0.2 to +2.3 % in CI), so the upper side is physics, the ring's bound (its slowest
+        # edge's line rate), not the one-machine draw (2 % over it failed CI once).
+        self.assertEqual(bound(a), bound(w))
         self.assertGreater(ring(a), 0.95 * ring(w))
-        self.assertLess(ring(a), 1.02 * ring(w))
-        print(f"split run: ring busbw {ring(a):.2f} GB/s on two machines, {ring(w):.2f} on one",
-              file=sys.stderr)
+        self.assertLessEqual(ring(a), 1.01 * bound(a), "no faster than its slowest edge's line")
 
     def test_link_and_node_faults_on_a_split_run_pass_the_single_machine_assertions(self):
         """Issue 37, done-when 2: scenarios/link-flap.yaml with its flap moved onto a cut link
