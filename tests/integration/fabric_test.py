@@ -752,7 +752,13 @@ while not os.path.exists(stop):
             rounds = int(lines[-1]) if lines else rounds
         self.assertEqual(hostile.returncode, 0, "the hostile process itself failed")
         for i, (rc, err, res) in enumerate(got):
-            self.assertEqual(rc, 0, f"part {i}: {err[-2000:]}")
+            # Its figures are not rates or times (flows whole, strays closed, memory), so an
+            # invalid run (the machine did not keep up: beside the flood, CI once read the other
+            # part's process holding CPU 0 for 31 ms) is checked too, as the README's tests do.
+            if rc == 2 and "did not keep up" in (res.get("error") or ""):
+                print(f"\npart {i} invalid (its figures checked all the same): {res['error'][:300]}", file=sys.stderr)
+            else:
+                self.assertEqual(rc, 0, f"part {i}: {err[-2000:]}")
             self.assertTrue(res["split"]["signed"])
             self.assertNotIn("no run key", err)
         a, b = got[0][2], got[1][2]
