@@ -116,6 +116,33 @@ static __always_inline __u32 is_other(struct task_struct *t)
 	return 1;
 }
 
+/* The CPU's steal clock (ns): what its runqueue's clock has left out as stolen, brought up to
+ * date at every schedule() (update_rq_clock, before the switch). Local types: a kernel
+ * without paravirt time accounting or group scheduling builds and reads 0 (no steal seen);
+ * kernel_cpustat's per-CPU figure is no typed ksym without KALLSYMS_ALL. */
+struct rq___rl {
+	__u64 prev_steal_time_rq;
+} __attribute__((preserve_access_index));
+struct cfs_rq___rl {
+	struct rq___rl *rq;
+} __attribute__((preserve_access_index));
+struct sched_entity___rl {
+	struct cfs_rq___rl *cfs_rq;
+} __attribute__((preserve_access_index));
+struct task_struct___rl {
+	struct sched_entity___rl se;
+} __attribute__((preserve_access_index));
+
+static __always_inline __u64 cpu_steal(struct task_struct *task)
+{
+	struct task_struct___rl *t = (void *)task;
+
+	if (!bpf_core_field_exists(t->se.cfs_rq) || !bpf_core_field_exists(((struct cfs_rq___rl *)0)->rq) ||
+	    !bpf_core_field_exists(((struct rq___rl *)0)->prev_steal_time_rq))
+		return 0;
+	return BPF_CORE_READ(t, se.cfs_rq, rq, prev_steal_time_rq);
+}
+
 SEC("tp_btf/sched_switch")
 int BPF_PROG(rl_cpu_hold, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
@@ -127,7 +154,7 @@ int BPF_PROG(rl_cpu_hold, bool preempt, struct task_struct *prev, struct task_st
 	char comm[16];
 
 	__builtin_memcpy(comm, prev->comm, sizeof comm);
-	rl_hold_switch(h, bpf_ktime_get_ns(), cpu, comm, prev->tgid, is_other(prev));
+	rl_hold_switch(h, bpf_ktime_get_ns(), cpu_steal(prev), cpu, comm, prev->tgid, is_other(prev));
 	return 0;
 }
 

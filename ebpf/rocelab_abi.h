@@ -430,48 +430,65 @@ static inline void rl_line_dequeue(struct rl_line_state *s, __u64 now, __u64 len
 }
 
 /* Who held the CPUs (pause_watch's sched_switch program, one record per CPU): a line that
- * stalled, or a loop that was late, is the machine's doing when another program held the CPU
- * meanwhile (issue 48: a nice -10 thread of the sandbox's own service held CPU 0 for 2 ms, no
- * timer of ours fired, and a receiver's line waited 2.7 ms). Each stretch in which one task of
- * another program ran on a CPU without a switch — the kernel's threads and idle are not other
- * programs; ours are the agent and the process that started it (`ours`) — is kept when it
- * lasted RL_HOLD_MIN_NS or more (a shaper's bucket makes up about that), the last RL_HOLD_RING
- * of them per CPU (seconds of a compiler's or another run's stretches). A task the hypervisor
- * stopped is still the CPU's current task: a stretch also covers steal behind it. */
+ * stalled, or a loop that was late, is the machine's doing when another program or the
+ * hypervisor held the CPU meanwhile (issue 48: a nice -10 thread of the sandbox's own service
+ * held CPU 0 for 2 ms, no timer of ours fired, and a receiver's line waited 2.7 ms; CI's
+ * stalls of 3-11 ms with no other program beside them came in one minute's burst). A stretch
+ * is what one task ran on a CPU between two switches, kept (the last RL_HOLD_RING per CPU:
+ * seconds of a compiler's or another run's) when
+ *  - another program's task ran it for RL_HOLD_MIN_NS or more (about what a shaper's bucket
+ *    makes up) — the kernel's threads and idle are not other programs; ours are the agent
+ *    and the process that started it (`ours`) — or
+ *  - the hypervisor took RL_HOLD_MIN_NS or more of it, whatever task was current, idle
+ *    included: the CPU's steal clock (kernel_cpustat's, brought up to date at each tick)
+ *    moved that much between the two switches. */
 #define RL_HOLD_RING 1024
 #define RL_HOLD_MIN_NS 500000ull
 #define RL_HOLD_OURS 4
 struct rl_cpu_hold {
 	__u64 start_ns;  /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) the task came on the CPU */
 	__u64 dur_ns;
-	__u32 tgid;
+	__u64 steal_ns;  /* of it, the hypervisor's */
+	__u32 tgid;      /* 0: the CPU was idle */
 	__u32 cpu;
+	__u32 other;     /* another program's task */
+	__u32 pad;
 	char comm[16];   /* the thread's name */
 };
 struct rl_cpu_holds {
-	__u64 since_ns;  /* the CPU's last switch: the current task's stretch began (0: not seen yet) */
-	__u64 next;      /* stretches kept so far: ring[next % RL_HOLD_RING] is the next slot */
+	__u64 since_ns;     /* the CPU's last switch: the current task's stretch began (0: not seen yet) */
+	__u64 since_steal;  /* the CPU's steal clock then */
+	__u64 next;         /* stretches kept so far: ring[next % RL_HOLD_RING] is the next slot */
 	struct rl_cpu_hold ring[RL_HOLD_RING];
 };
 
-/* A switch on `cpu` at `now`: the task leaving (process prev_tgid, thread prev_comm,
- * prev_other: another program's) ends the stretch begun at the CPU's last switch, kept when
- * another program's and long enough; the next stretch begins. */
-static inline void rl_hold_switch(struct rl_cpu_holds *h, __u64 now, __u32 cpu, const char *prev_comm,
+/* A switch on `cpu` at `now`, the CPU's steal clock at `steal`: the task leaving (process
+ * prev_tgid, thread prev_comm, prev_other: another program's) ends the stretch begun at the
+ * CPU's last switch, kept as above; the next stretch begins. */
+static inline void rl_hold_switch(struct rl_cpu_holds *h, __u64 now, __u64 steal, __u32 cpu, const char *prev_comm,
 				  __u32 prev_tgid, __u32 prev_other)
 {
-	if (h->since_ns && prev_other && now > h->since_ns && now - h->since_ns >= RL_HOLD_MIN_NS) {
-		struct rl_cpu_hold *r = &h->ring[h->next % RL_HOLD_RING];
+	if (h->since_ns && now > h->since_ns) {
+		const __u64 dur = now - h->since_ns;
+		const __u64 stolen = steal > h->since_steal ? steal - h->since_steal : 0;
 
-		r->start_ns = h->since_ns;
-		r->dur_ns = now - h->since_ns;
-		r->tgid = prev_tgid;
-		r->cpu = cpu;
-		for (int i = 0; i < 16; i++)
-			r->comm[i] = prev_comm[i];
-		h->next += 1;
+		if ((prev_other && dur >= RL_HOLD_MIN_NS) || stolen >= RL_HOLD_MIN_NS) {
+			struct rl_cpu_hold *r = &h->ring[h->next % RL_HOLD_RING];
+
+			r->start_ns = h->since_ns;
+			r->dur_ns = dur;
+			r->steal_ns = stolen < dur ? stolen : dur;
+			r->tgid = prev_tgid;
+			r->cpu = cpu;
+			r->other = prev_other;
+			r->pad = 0;
+			for (int i = 0; i < 16; i++)
+				r->comm[i] = prev_comm[i];
+			h->next += 1;
+		}
 	}
 	h->since_ns = now;
+	h->since_steal = steal;
 }
 
 /* bpf test tier only: BPF_PROG_TEST_RUN runs on loopback (no HTB), so the queue depth the
@@ -493,8 +510,8 @@ static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
 static_assert(sizeof(struct rl_pause_state) == 48, "rl_pause_state layout");
 static_assert(sizeof(struct rl_line_state) == 96, "rl_line_state layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
-static_assert(sizeof(struct rl_cpu_hold) == 40, "rl_cpu_hold layout");
-static_assert(sizeof(struct rl_cpu_holds) == 16 + 40 * RL_HOLD_RING, "rl_cpu_holds layout");
+static_assert(sizeof(struct rl_cpu_hold) == 56, "rl_cpu_hold layout");
+static_assert(sizeof(struct rl_cpu_holds) == 24 + 56 * RL_HOLD_RING, "rl_cpu_holds layout");
 static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");
 #else
 _Static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");

@@ -68,12 +68,15 @@ struct PortLineFigures {
   uint64_t gap_at_ns = 0;  // when it began (CLOCK_MONOTONIC), to place it in the run
 };
 
-// Another program ran on a CPU for `dur_ns` from `start_ns` (CLOCK_MONOTONIC) without a
-// switch (rl_cpu_hold): the machine's contention, named.
+// A task ran on a CPU for `dur_ns` from `start_ns` (CLOCK_MONOTONIC) without a switch
+// (rl_cpu_hold): another program's, or any whose stretch the hypervisor took `steal_ns` of.
+// The machine's contention, named.
 struct CpuHoldFigures {
-  uint32_t cpu = 0, pid = 0;  // pid: the process (tgid)
+  uint32_t cpu = 0, pid = 0;  // pid: the process (tgid); 0: the CPU was idle
   std::string thread;         // its thread's name
   uint64_t start_ns = 0, dur_ns = 0;
+  uint64_t steal_ns = 0;
+  bool other = true;  // another program's task (not ours, not the kernel's)
 };
 
 struct PortLeakFigures {

@@ -89,9 +89,9 @@ std::vector<MetricInfo> stall_metrics() {
     {"line_lost_max", MetricKind::kScalar, "ratio", {},
      "the most line_lost of any port; above 0.01 the run is invalid"},
     {"machine_held_max", MetricKind::kScalar, "s", {},
-     "the longest another program (not rocelab's, not the kernel's threads) ran on one CPU without a switch in the "
-     "traffic phase, 0.5 ms of wall clock or more, steal behind it included (physical: wall / D); an invalid run "
-     "names the one that overlapped what broke"},
+     "the longest the machine held a CPU from the run in the traffic phase, 0.5 ms of wall clock or more: another "
+     "program (not rocelab's, not the kernel's threads) running on it without a switch, or the hypervisor taking it "
+     "(steal) whatever ran (physical: wall / D); an invalid run names the one that overlapped what broke"},
   };
 }
 

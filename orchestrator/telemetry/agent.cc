@@ -83,35 +83,45 @@ void judge_steal(Collect& c, double held_share) {
                             c.steal, held_share * 100);
 }
 
-// Other programs' stretches on the CPUs (fabric::CpuHoldFigures, rl_cpu_hold) in the traffic
-// phase: the machine's contention, named. This process's own are not another program's (a
-// run on an instance another `rocelab up` started: the agent knew only that one).
-std::vector<fabric::CpuHoldFigures> phase_holds(const Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
-  std::vector<fabric::CpuHoldFigures> out;
-  for (const auto& h : a.holds)
-    if (h.pid != uint32_t(getpid()) && h.start_ns + h.dur_ns > uint64_t(c.t0_ns) && h.start_ns < now_ns) out.push_back(h);
-  return out;
+// What of a stretch (fabric::CpuHoldFigures, rl_cpu_hold) the machine held from us: all of
+// it when another program ran it, else what the hypervisor took. This process's own are not
+// another program's (a run on an instance another `rocelab up` started: the agent knew only
+// that one).
+uint64_t machine_ns(const fabric::CpuHoldFigures& h) {
+  return h.other && h.pid != uint32_t(getpid()) ? h.dur_ns : h.steal_ns;
 }
 
 void hold_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   if (c.t0_ns <= 0) return;
-  double longest = 0;
-  for (const auto& h : phase_holds(c, a, now_ns)) longest = std::max(longest, double(h.dur_ns) / 1e9);
-  c.metrics["machine_held_max"] = MetricValue{MetricKind::kScalar, longest / c.scenario.scale.factor(), {}};
+  uint64_t longest = 0;
+  for (const auto& h : a.holds)
+    if (h.start_ns + h.dur_ns > uint64_t(c.t0_ns) && h.start_ns < now_ns) longest = std::max(longest, machine_ns(h));
+  c.metrics["machine_held_max"] = MetricValue{MetricKind::kScalar, double(longest) / 1e9 / c.scenario.scale.factor(), {}};
 }
 
-// What another program held of [from, from + span) (CLOCK_MONOTONIC): the largest overlap, said.
+// What the machine held of [from, from + span) (CLOCK_MONOTONIC): the stretch that overlapped
+// it most (a stolen stretch weighed by its share stolen: where in it the hypervisor took the
+// CPU is not known), said.
 std::string held_during(const fabric::AgentFigures& a, uint64_t now_ns, uint64_t from, uint64_t span) {
   const fabric::CpuHoldFigures* best = nullptr;
-  uint64_t most = 0;
+  double most = 0;
   for (const auto& h : a.holds) {
-    if (h.pid == uint32_t(getpid()) || h.start_ns >= now_ns) continue;
+    if (h.start_ns >= now_ns || machine_ns(h) < RL_HOLD_MIN_NS) continue;
     const uint64_t lo = std::max(from, h.start_ns), hi = std::min(from + span, h.start_ns + h.dur_ns);
-    if (hi > lo && hi - lo > most) most = hi - lo, best = &h;
+    const double weight = double(hi - lo) * double(machine_ns(h)) / double(h.dur_ns);
+    if (hi > lo && weight > most) most = weight, best = &h;
   }
-  if (!best) return "; no other program ran 0.5 ms or more on a CPU meanwhile";
-  return fmt::format("; meanwhile another program held CPU {} for {:.1f} ms of it (thread '{}', process {})", best->cpu,
-                     double(most) / 1e6, best->thread, best->pid);
+  if (!best) return "; neither another program nor the hypervisor held a CPU 0.5 ms or more meanwhile";
+  const std::string who = best->pid ? fmt::format("thread '{}', process {}", best->thread, best->pid) : "idle";
+  if (machine_ns(*best) == best->dur_ns) {
+    const std::string stolen = best->steal_ns >= RL_HOLD_MIN_NS
+                                   ? fmt::format(", the hypervisor taking {:.1f} ms of its stretch", double(best->steal_ns) / 1e6)
+                                   : "";
+    return fmt::format("; meanwhile another program held CPU {} for {:.1f} ms of it ({}{})", best->cpu, most / 1e6, who,
+                       stolen);
+  }
+  return fmt::format("; meanwhile the hypervisor took CPU {} for {:.1f} ms (steal) of a {:.1f} ms stretch that overlapped it ({})",
+                     best->cpu, double(best->steal_ns) / 1e6, double(best->dur_ns) / 1e6, who);
 }
 
 void stall_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {

@@ -157,22 +157,45 @@ TEST(LineState, AnEmptyQueuePausedPriorityOrCarrierLossIsNoLoss) {
 // kept when the task leaving is another program's and ran RL_HOLD_MIN_NS or more since the
 // CPU's last switch; the ring keeps the last RL_HOLD_RING.
 TEST(CpuHolds, AnotherProgramsLongStretchIsKeptWithItsNameAndOursNever) {
-  static rl_cpu_holds h{};  // 40 KB: not on the stack
+  static rl_cpu_holds h{};  // 56 KB: not on the stack
   const char other[16] = "tokio-rt-worker", ours[16] = "rocelab";
-  rl_hold_switch(&h, 1'000'000, 0, ours, 7, 0);  // the first switch seen: nothing before it to time
+  rl_hold_switch(&h, 1'000'000, 0, 0, ours, 7, 0);  // the first switch seen: nothing before it to time
   EXPECT_EQ(h.next, 0u);
-  rl_hold_switch(&h, 3'000'000, 0, ours, 7, 0);  // ours, 2 ms: not kept
-  rl_hold_switch(&h, 3'450'000, 0, other, 1, 1);  // another's, 450 us: below RL_HOLD_MIN_NS
+  rl_hold_switch(&h, 3'000'000, 0, 0, ours, 7, 0);  // ours, 2 ms: not kept
+  rl_hold_switch(&h, 3'450'000, 0, 0, other, 1, 1);  // another's, 450 us: below RL_HOLD_MIN_NS
   EXPECT_EQ(h.next, 0u);
-  rl_hold_switch(&h, 5'450'000, 1, other, 1, 1);  // another's, 2 ms: kept
+  rl_hold_switch(&h, 5'450'000, 0, 1, other, 1, 1);  // another's, 2 ms: kept
   ASSERT_EQ(h.next, 1u);
   EXPECT_EQ(h.ring[0].start_ns, 3'450'000u);
   EXPECT_EQ(h.ring[0].dur_ns, 2'000'000u);
+  EXPECT_EQ(h.ring[0].steal_ns, 0u);
   EXPECT_EQ(h.ring[0].tgid, 1u);
   EXPECT_EQ(h.ring[0].cpu, 1u);
+  EXPECT_EQ(h.ring[0].other, 1u);
   EXPECT_STREQ(h.ring[0].comm, "tokio-rt-worker");
   uint64_t t = 5'450'000;
-  for (int i = 0; i < RL_HOLD_RING + 3; ++i) rl_hold_switch(&h, t += RL_HOLD_MIN_NS + uint64_t(i), 0, other, 2, 1);
+  for (int i = 0; i < RL_HOLD_RING + 3; ++i) rl_hold_switch(&h, t += RL_HOLD_MIN_NS + uint64_t(i), 0, 0, other, 2, 1);
   EXPECT_EQ(h.next, 1u + RL_HOLD_RING + 3);
   EXPECT_EQ(h.ring[(h.next - 1) % RL_HOLD_RING].dur_ns, RL_HOLD_MIN_NS + RL_HOLD_RING + 2);  // the last, where it wrapped
+}
+
+TEST(CpuHolds, AStretchTheHypervisorTookIsKeptWhateverRan) {
+  static rl_cpu_holds h{};
+  const char idle[16] = "swapper/0", ours[16] = "rocelab";
+  rl_hold_switch(&h, 1'000'000, 7'000'000, 0, ours, 7, 0);
+  rl_hold_switch(&h, 1'800'000, 7'499'999, 0, ours, 7, 0);  // ours, 0.8 ms, 0.5 ms less 1 ns stolen: not kept
+  EXPECT_EQ(h.next, 0u);
+  rl_hold_switch(&h, 11'800'000, 16'499'999, 0, idle, 0, 0);  // idle, 10 ms, 9 ms of it stolen: kept
+  ASSERT_EQ(h.next, 1u);
+  EXPECT_EQ(h.ring[0].start_ns, 1'800'000u);
+  EXPECT_EQ(h.ring[0].dur_ns, 10'000'000u);
+  EXPECT_EQ(h.ring[0].steal_ns, 9'000'000u);
+  EXPECT_EQ(h.ring[0].tgid, 0u);
+  EXPECT_EQ(h.ring[0].other, 0u);
+  EXPECT_STREQ(h.ring[0].comm, "swapper/0");
+  // A steal clock brought up to date late (at a tick) may count more than the stretch: the
+  // stretch's length at most.
+  rl_hold_switch(&h, 12'800'000, 19'499'999, 0, ours, 7, 0);
+  ASSERT_EQ(h.next, 2u);
+  EXPECT_EQ(h.ring[1].steal_ns, 1'000'000u);
 }
