@@ -198,7 +198,18 @@ double metric_or(const Collect& c, const char* name) {
   return it == c.metrics.end() ? 0.0 : it->second.scalar;
 }
 
-void mechanism_metrics(Collect& c, const fabric::AgentFigures& a) {
+// The PFC loop's longest stall in the traffic phase (agent_stall_max's: the longest that
+// delayed PFC's work, else the latest waking), said with what held the machine through it
+// (held_during), or "" when it had none.
+std::string longest_stall_held(const Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
+  const fabric::AgentStall* worst = nullptr;
+  const auto key = [](const fabric::AgentStall& x) { return std::make_pair(x.delayed_ns, x.late_ns); };
+  for (const auto& x : a.stalls)
+    if (x.t_ns >= uint64_t(c.t0_ns) && x.t_ns <= now_ns && (!worst || key(x) > key(*worst))) worst = &x;
+  return worst ? held_during(a, now_ns, worst->t_ns - std::min(worst->t_ns, worst->late_ns), worst->late_ns) : "";
+}
+
+void mechanism_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   struct Port {
     std::string node, name;
     double frame_s = 0;   // one frame at its emulated rate, wall
@@ -274,11 +285,12 @@ void mechanism_metrics(Collect& c, const fabric::AgentFigures& a) {
   else if (worst_max > kMaxExcessInvalid)
     c.invalid = fmt::format("{}'s priority groups ran past XOFF {:.1f} % of their XOFF {}, at most in one pause each: "
                             "the pause path was held while they ran on (the longest pause path {:.0f} us of wall clock, "
-                            "the PFC loop's longest stall {:.0f} us, the scheduler holding it {:.0f} us at most), and a "
+                            "the PFC loop's longest stall {:.0f} us, the scheduler holding it {:.0f} us at most{}), and a "
                             "peak queue may be off by that much; the pauses' physics did not hold (the machine did not "
                             "keep up)",
                             max_at, worst_max * 100, what, double(a.path_ns.max) / 1e3,
-                            metric_or(c, "agent_stall_max") * d * 1e6, metric_or(c, "agent_held_max") * d * 1e6);
+                            metric_or(c, "agent_stall_max") * d * 1e6, metric_or(c, "agent_held_max") * d * 1e6,
+                            c.t0_ns > 0 ? longest_stall_held(c, a, now_ns) : "");
 }
 
 // The ports' lines against their rates (fabric::PortLineFigures, rl_line_state): the time a
@@ -452,7 +464,7 @@ Sink agent_sink() {
             stall_metrics(c, a, uint64_t(c.testbed.clock().now()));
             hold_metrics(c, a, uint64_t(c.testbed.clock().now()));
             line_metrics(c, a, uint64_t(c.testbed.clock().now()));
-            if (a.reaction_ns.count > 0) mechanism_metrics(c, a);
+            if (a.reaction_ns.count > 0) mechanism_metrics(c, a, uint64_t(c.testbed.clock().now()));
             watchdog_metrics(c, a);
             deadlock_metrics(c, a, uint64_t(c.testbed.clock().now()));
             return ok();
