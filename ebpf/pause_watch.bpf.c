@@ -158,4 +158,26 @@ int BPF_PROG(rl_cpu_hold, bool preempt, struct task_struct *prev, struct task_st
 	return 0;
 }
 
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(rl_softirq_entry_prog, unsigned int vec_nr)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct rl_cpu_holds *h = bpf_map_lookup_elem(&cpu_holds, &cpu);
+
+	if (h)
+		rl_softirq_entry(h, bpf_ktime_get_ns());
+	return 0;
+}
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(rl_softirq_exit_prog, unsigned int vec_nr)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct rl_cpu_holds *h = bpf_map_lookup_elem(&cpu_holds, &cpu);
+
+	if (h)
+		rl_softirq_exit(h, bpf_ktime_get_ns(), cpu);
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "GPL";

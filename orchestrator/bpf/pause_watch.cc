@@ -45,7 +45,7 @@ std::unique_ptr<PauseWatch> PauseWatch::start(int port_info_fd, const std::vecto
   m = mmap(nullptr, w->holds_length_, PROT_READ, MAP_SHARED, bpf_map__fd(w->skel_->maps.cpu_holds), 0);
   if (m == MAP_FAILED) return fail("map cpu_holds", errno);
   w->holds_ = m;
-  if (int e = pause_watch__attach(w->skel_)) return fail("attach to tracepoints qdisc_dequeue and sched_switch", e);
+  if (int e = pause_watch__attach(w->skel_)) return fail("attach to tracepoints qdisc_dequeue, sched_switch and softirq_entry/exit", e);
   return w;
 }
 

@@ -76,7 +76,8 @@ struct CpuHoldFigures {
   std::string thread;         // its thread's name
   uint64_t start_ns = 0, dur_ns = 0;
   uint64_t steal_ns = 0;
-  bool other = true;  // another program's task (not ours, not the kernel's)
+  bool other = true;     // another program's task (not ours, not the kernel's)
+  bool softirq = false;  // softirq work (pid 0): the fabric's packets most of it; no task ran
 };
 
 struct PortLeakFigures {

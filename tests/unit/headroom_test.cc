@@ -171,12 +171,35 @@ TEST(CpuHolds, AnotherProgramsLongStretchIsKeptWithItsNameAndOursNever) {
   EXPECT_EQ(h.ring[0].steal_ns, 0u);
   EXPECT_EQ(h.ring[0].tgid, 1u);
   EXPECT_EQ(h.ring[0].cpu, 1u);
-  EXPECT_EQ(h.ring[0].other, 1u);
+  EXPECT_EQ(h.ring[0].kind, uint32_t(RL_HOLD_OTHER));
   EXPECT_STREQ(h.ring[0].comm, "tokio-rt-worker");
   uint64_t t = 5'450'000;
   for (int i = 0; i < RL_HOLD_RING + 3; ++i) rl_hold_switch(&h, t += RL_HOLD_MIN_NS + uint64_t(i), 0, 0, other, 2, 1);
   EXPECT_EQ(h.next, 1u + RL_HOLD_RING + 3);
   EXPECT_EQ(h.ring[(h.next - 1) % RL_HOLD_RING].dur_ns, RL_HOLD_MIN_NS + RL_HOLD_RING + 2);  // the last, where it wrapped
+}
+
+TEST(CpuHolds, ARunOfSoftirqWorkIsKeptAndStretchedWhileItLasts) {
+  static rl_cpu_holds h{};
+  rl_softirq_entry(&h, 1'000'000);
+  rl_softirq_exit(&h, 1'300'000, 1);  // 0.3 ms: not yet
+  EXPECT_EQ(h.next, 0u);
+  rl_softirq_entry(&h, 1'302'000);  // 2 us later: the same run
+  rl_softirq_exit(&h, 1'600'000, 1);
+  ASSERT_EQ(h.next, 1u);
+  EXPECT_EQ(h.ring[0].start_ns, 1'000'000u);
+  EXPECT_EQ(h.ring[0].dur_ns, 600'000u);
+  EXPECT_EQ(h.ring[0].kind, uint32_t(RL_HOLD_SOFTIRQ));
+  EXPECT_EQ(h.ring[0].cpu, 1u);
+  EXPECT_STREQ(h.ring[0].comm, "softirq");
+  rl_softirq_entry(&h, 1'601'000);
+  rl_softirq_exit(&h, 3'100'000, 1);  // the run goes on: its record stretched, none added
+  EXPECT_EQ(h.next, 1u);
+  EXPECT_EQ(h.ring[0].dur_ns, 2'100'000u);
+  rl_softirq_entry(&h, 3'200'000);  // 100 us later: a new run, short
+  rl_softirq_exit(&h, 3'250'000, 1);
+  EXPECT_EQ(h.next, 1u);
+  EXPECT_EQ(h.ring[0].dur_ns, 2'100'000u);
 }
 
 TEST(CpuHolds, AStretchTheHypervisorTookIsKeptWhateverRan) {
@@ -191,7 +214,7 @@ TEST(CpuHolds, AStretchTheHypervisorTookIsKeptWhateverRan) {
   EXPECT_EQ(h.ring[0].dur_ns, 10'000'000u);
   EXPECT_EQ(h.ring[0].steal_ns, 9'000'000u);
   EXPECT_EQ(h.ring[0].tgid, 0u);
-  EXPECT_EQ(h.ring[0].other, 0u);
+  EXPECT_EQ(h.ring[0].kind, uint32_t(RL_HOLD_TASK));
   EXPECT_STREQ(h.ring[0].comm, "swapper/0");
   // A steal clock brought up to date late (at a tick) may count more than the stretch: the
   // stretch's length at most.
