@@ -87,9 +87,8 @@ void judge_steal(Collect& c, double held_share) {
 // it when another program ran it, else what the hypervisor took. This process's own are not
 // another program's (a run on an instance another `rocelab up` started: the agent knew only
 // that one).
-uint64_t machine_ns(const fabric::CpuHoldFigures& h) {
-  return h.other && h.pid != uint32_t(getpid()) ? h.dur_ns : h.steal_ns;
-}
+bool others(const fabric::CpuHoldFigures& h) { return h.other && h.pid != uint32_t(getpid()); }
+uint64_t machine_ns(const fabric::CpuHoldFigures& h) { return others(h) ? h.dur_ns : h.steal_ns; }
 
 void hold_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   if (c.t0_ns <= 0) return;
@@ -126,7 +125,7 @@ std::string held_during(const fabric::AgentFigures& a, uint64_t now_ns, uint64_t
                               double(ran) / 1e6, soft->cpu);
   }
   const std::string who = best->pid ? fmt::format("thread '{}', process {}", best->thread, best->pid) : "idle";
-  if (machine_ns(*best) == best->dur_ns) {
+  if (others(*best)) {
     const std::string stolen = best->steal_ns >= RL_HOLD_MIN_NS
                                    ? fmt::format(", the hypervisor taking {:.1f} ms of its stretch", double(best->steal_ns) / 1e6)
                                    : "";

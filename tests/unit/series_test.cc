@@ -327,6 +327,14 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
             std::string::npos)
       << why_c;
   EXPECT_NEAR(m2c.at("machine_held_max").scalar, 60e-3 / 1000, 1e-12);
+  // A stretch stolen whole is still the hypervisor's, not another program's.
+  model::MetricSet m2e;
+  const std::string why_e = collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2e,
+                                    {}, {{0, 0, "swapper/0", 2'950'000'000, 20'000'000, 20'000'000, false}});
+  EXPECT_NE(why_e.find("meanwhile the hypervisor took CPU 0 for 20.0 ms (steal) of a 20.0 ms stretch that overlapped it "
+                       "(idle))"),
+            std::string::npos)
+      << why_e;
   EXPECT_NE(why.find("did not keep up"), std::string::npos) << why;
   // The same stalls, and one of 200 ms, delaying nothing of PFC's, and one of 30 ms that
   // delayed a pause 10 ms: valid, only those 10 ms counted.
