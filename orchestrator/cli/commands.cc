@@ -421,6 +421,9 @@ int run_vm(const po::variables_map& vm, const model::Scenario& s) {
     std::cerr << "rocelab run --vm: " << r.error().what << "\n";
     return r.error().exit_code();
   }
+  if (!r->rebooted.empty())
+    spdlog::warn("the guest was booted again: its first boot's kernel died of TCG's known code-patching fault ({})",
+                 r->rebooted);
   std::cout << r->output;
   if (!r->run_dir.empty()) {
     if (!vm.count("no-report")) write_report_of(r->run_dir);

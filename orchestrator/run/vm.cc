@@ -38,18 +38,35 @@ std::string vm_image_dir() {
   return "";
 }
 
+std::string guest_kernel_death(const std::string& console) {
+  for (const char* mark : {"Oops:", "Kernel panic", "BUG:"})
+    if (const size_t at = console.find(mark); at != std::string::npos) {
+      const size_t end = console.find('\n', at);
+      std::string line = console.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+      return line;
+    }
+  return "";
+}
+
 VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const std::string& accel, int timeout_ms) {
   VmBoot b;
   const bool kvm = accel.rfind("kvm", 0) == 0;
+  // The console goes beside the job directory, not into it: the guest's root writes there.
+  const std::string console = job_dir + ".console";
   const std::vector<std::string> args{
       "-machine", "q35", "-accel", accel, "-cpu", kvm ? "host" : "max", "-m", "2048", "-smp", "2",
-      "-nographic", "-no-reboot", "-nodefaults", "-serial", "null", "-kernel", image_dir + "/vmlinuz",
+      "-nographic", "-no-reboot", "-nodefaults", "-serial", "file:" + console, "-kernel", image_dir + "/vmlinuz",
       "-initrd", image_dir + "/initrd.img", "-append", "console=ttyS0 quiet panic=-1",
       "-virtfs", "local,path=" + job_dir + ",mount_tag=job,security_model=none,id=job"};
   const auto t0 = std::chrono::steady_clock::now();
   std::string why;
   const bool exited = sys::run_with_input("/usr/bin/qemu-system-x86_64", args, "", timeout_ms, why);
   b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::string console_why;
+  b.console = sys::read_file(console, 1u << 20, console_why).value_or("");
+  unlink(console.c_str());
+  if (b.console.size() > 16384) b.console = b.console.substr(b.console.size() - 16384);
   // What the guest wrote is read without following links and within bounds (the guest's
   // root owns the job directory).
   std::string rc_why;
@@ -60,7 +77,10 @@ VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const s
     b.job_rc = int(code);
     b.ran = true;
   } else {
-    b.why = exited ? "the guest powered off without running its job" : why;
+    const std::string died = guest_kernel_death(b.console);
+    b.why = !died.empty() ? "the guest's kernel died before its job ended: " + died
+            : exited      ? "the guest powered off without running its job"
+                          : why;
   }
   return b;
 }
@@ -127,12 +147,22 @@ Result<VmRun> run_in_vm(const VmRunOptions& o) {
   }
   fs::permissions(job / "job.sh", fs::perms::owner_all);
   r.accel = probe_kvm().ok ? "kvm" : "tcg,thread=multi";
-  const VmBoot b = boot_vm(image, job.string(), r.accel, o.timeout_s * 1000);
+  VmBoot b = boot_vm(image, job.string(), r.accel, o.timeout_s * 1000);
+  if (!b.ran && r.accel.rfind("tcg", 0) == 0 && b.console.find(kTcgOops) != std::string::npos) {
+    // The emulator's known fault, not the guest's software: one more boot, said. Anything
+    // else that killed the guest's kernel is reported with its console.
+    r.rebooted = b.why;
+    for (const char* left : {"job.log", "job.rc", "run"}) fs::remove_all(job / left, ec);
+    b = boot_vm(image, job.string(), r.accel, o.timeout_s * 1000);
+  }
   r.seconds = b.seconds;
   auto g = take_guest_run(job.string(), b.ran ? dir.string() : "");  // a guest that did not run: its log only
   if (!g) return g.error();
   r.output = std::move(g->output);
-  if (!b.ran) return error(Errc::kEnvironment, "the VM did not run the scenario (" + b.why + ")\n" + r.output);
+  if (!b.ran)
+    return error(Errc::kEnvironment, "the VM did not run the scenario (" + b.why + ")\n" + r.output +
+                                         (b.console.empty() ? "" : "\nthe guest's console, its end:\n" +
+                                                                       b.console.substr(b.console.size() - std::min<size_t>(b.console.size(), 3000))));
   r.exit_code = b.job_rc;
   if (g->copied) r.run_dir = dir.string();
   return r;

@@ -18,8 +18,16 @@ struct VmBoot {
   bool ran = false;      // the guest ran the job and wrote job.rc
   int job_rc = -1;
   double seconds = 0;
-  std::string why;       // when it did not run: how qemu ended
+  std::string why;       // when it did not run: how qemu ended, or how the guest's kernel died
+  std::string console;   // the guest's console, its end (the kernel boots quiet: errors only)
 };
+
+// TCG's multi-threaded code patching kills a guest's kernel now and then ("Oops: int3", in
+// sched_clock_cpu mid-job in CI): the emulator's fault, not the guest's software.
+inline constexpr const char* kTcgOops = "Oops: int3";
+// The first line of a guest's console that says its kernel died (an Oops, a panic, a BUG),
+// or "".
+std::string guest_kernel_death(const std::string& console);
 
 // Boots `image_dir` with `accel` ("kvm" or "tcg,thread=multi"), the job in `job_dir`.
 VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const std::string& accel, int timeout_ms);
@@ -40,6 +48,7 @@ struct VmRun {
   std::string output;    // what rocelab printed in the guest
   std::string accel;
   double seconds = 0;
+  std::string rebooted;  // why the guest was booted a second time (kTcgOops); empty: once
 };
 Result<VmRun> run_in_vm(const VmRunOptions& o);
 

@@ -124,6 +124,19 @@ TEST_F(Files, AGuestsJobDirectoryIsTakenBackWithoutFollowingItsLinks) {
   EXPECT_TRUE(fs::is_regular_file(host_dir / "secret"));
 }
 
+// A guest that powered off without its job: its console says why (`rocelab run --vm` boots
+// again only for TCG's known fault, run::kTcgOops).
+TEST(GuestConsole, TheLineThatSaysTheKernelDiedIsFound) {
+  const std::string oops =
+      "[   41.2] int3: 0000 [#1] PREEMPT SMP NOPTI\r\n[   41.2] Oops: int3: 0000 [#1] SMP NOPTI\r\n"
+      "[   41.3] RIP: 0010:sched_clock_cpu+0x10/0x1a0\r\n[   41.9] Kernel panic - not syncing: Fatal exception\r\n";
+  EXPECT_EQ(run::guest_kernel_death(oops), "Oops: int3: 0000 [#1] SMP NOPTI");
+  EXPECT_NE(run::guest_kernel_death(oops).find(run::kTcgOops), std::string::npos);
+  EXPECT_EQ(run::guest_kernel_death("[    0.9] Kernel panic - not syncing: Attempted to kill init!\n"),
+            "Kernel panic - not syncing: Attempted to kill init!");
+  EXPECT_EQ(run::guest_kernel_death("[    1.0] random: crng init done\n"), "");
+}
+
 TEST_F(Files, CopyTreeTakesRegularFilesOnly) {
   const fs::path from = root_ / "guest", to = root_ / "back";
   fs::create_directories(from / "sub");
