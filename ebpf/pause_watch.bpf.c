@@ -104,12 +104,35 @@ struct {
 /* Our processes (the agent's, the one that started it), written by the agent before attach. */
 __u32 ours[RL_HOLD_OURS];
 
+/* The PFC loop's thread (written by the agent once the loop runs; 0: none yet) and when it
+ * was last woken (0: it ran since). */
+__u32 loop_tid;
+__u64 loop_woke_ns;
+
+/* The kernel's threads that do the fabric's work: softirq work deferred (ksoftirqd), queued
+ * work (kworker: a qdisc's or a namespace's teardown, among everybody's), threaded NAPI. */
+static __always_inline int fabric_kthread(const char *c)
+{
+	return (c[0] == 'k' && c[1] == 's' && c[2] == 'o' && c[3] == 'f' && c[4] == 't') ||
+	       (c[0] == 'k' && c[1] == 'w' && c[2] == 'o' && c[3] == 'r' && c[4] == 'k') ||
+	       (c[0] == 'n' && c[1] == 'a' && c[2] == 'p' && c[3] == 'i' && c[4] == '/');
+}
+
+/* Another program's: not ours, not idle, and not the fabric's kernel threads. The kernel's
+ * other threads are the machine's own (kdamond, the platform's DAMON, held the PFC loop's CPU
+ * 1.2 ms in its kernel loop here; kswapd, kcompactd, khugepaged). */
 static __always_inline __u32 is_other(struct task_struct *t)
 {
 	__u32 tgid = t->tgid;
 
-	if (!t->pid || (t->flags & 0x00200000 /* PF_KTHREAD */))
+	if (!t->pid)
 		return 0;
+	if (t->flags & 0x00200000 /* PF_KTHREAD */) {
+		char c[8];
+
+		__builtin_memcpy(c, t->comm, sizeof c);
+		return !fabric_kthread(c);
+	}
 	for (int i = 0; i < RL_HOLD_OURS; i++)
 		if (ours[i] == tgid)
 			return 0;
@@ -152,9 +175,25 @@ int BPF_PROG(rl_cpu_hold, bool preempt, struct task_struct *prev, struct task_st
 	if (!h)
 		return 0;
 	char comm[16];
+	__u64 woke = 0;
 
+	if (loop_tid && next->pid == loop_tid) {
+		woke = loop_woke_ns;
+		loop_woke_ns = 0;
+	}
 	__builtin_memcpy(comm, prev->comm, sizeof comm);
-	rl_hold_switch(h, bpf_ktime_get_ns(), cpu_steal(prev), cpu, comm, prev->tgid, is_other(prev));
+	rl_hold_switch(h, bpf_ktime_get_ns(), cpu_steal(prev), cpu, comm, prev->tgid, is_other(prev),
+		       (prev->flags & 0x00200000 /* PF_KTHREAD */) ? RL_HOLD_F_KTHREAD : 0, woke);
+	return 0;
+}
+
+/* The PFC loop woken (from its poll: a PFC event, a request, its timeout): from now on it waits
+ * for its CPU until the switch to it. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(rl_loop_waking, struct task_struct *p)
+{
+	if (loop_tid && p->pid == loop_tid)
+		loop_woke_ns = bpf_ktime_get_ns();
 	return 0;
 }
 

@@ -437,8 +437,10 @@ static inline void rl_line_dequeue(struct rl_line_state *s, __u64 now, __u64 len
  * is what one task ran on a CPU between two switches, kept (the last RL_HOLD_RING per CPU:
  * seconds of a compiler's or another run's) when
  *  - another program's task ran it for RL_HOLD_MIN_NS or more (about what a shaper's bucket
- *    makes up) — the kernel's threads and idle are not other programs; ours are the agent
- *    and the process that started it (`ours`) — or
+ *    makes up) — idle and the kernel's threads that do the fabric's work (ksoftirqd, kworker,
+ *    threaded NAPI) are not other programs, the kernel's others are (the machine's own:
+ *    kdamond, kswapd; RL_HOLD_F_KTHREAD); ours are the agent and the process that started it
+ *    (`ours`) — or
  *  - the hypervisor took RL_HOLD_MIN_NS or more of it, whatever task was current, idle
  *    included: the CPU's steal clock (the runqueue's, brought up to date at each schedule())
  *    moved that much between the two switches.
@@ -446,14 +448,20 @@ static inline void rl_line_dequeue(struct rl_line_state *s, __u64 now, __u64 len
  * than RL_SOFTIRQ_GAP_NS one run: one __do_softirq, up to its 2 ms budget and past it): no
  * task, a real-time one included, runs on that CPU meanwhile, and the fabric's packets are
  * most of that work (CI's PFC loop, runnable, waited 2.1-2.5 ms with no other program and no
- * steal beside it). */
+ * steal beside it).
+ * And whatever ran on the PFC loop's CPU while the loop, woken, waited RL_HOLD_MIN_NS or more
+ * to run (RL_HOLD_LOOP), ours, the kernel's thread or idle: a kernel that preempts no kernel
+ * code (PREEMPT_NONE, as here) lets a thread in a system call keep the CPU from a real-time
+ * task until it returns (the loop waited 2.4-3.3 ms runnable, the witness naming nothing). */
 #define RL_HOLD_RING 1024
 #define RL_HOLD_MIN_NS 500000ull
 #define RL_HOLD_OURS 4
 #define RL_SOFTIRQ_GAP_NS 5000ull
-#define RL_HOLD_TASK 0     /* ours or the kernel's thread, or idle: kept for its steal */
-#define RL_HOLD_OTHER 1    /* another program's task */
+#define RL_HOLD_TASK 0     /* ours, the fabric's kernel thread, or idle: kept for its steal */
+#define RL_HOLD_OTHER 1    /* another program's task, or the machine's kernel thread */
 #define RL_HOLD_SOFTIRQ 2  /* softirq work */
+#define RL_HOLD_LOOP 3     /* not another program's, and the PFC loop waited runnable through it */
+#define RL_HOLD_F_KTHREAD 1u /* flags: the task was a kernel thread */
 struct rl_cpu_hold {
 	__u64 start_ns;  /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) the task came on the CPU */
 	__u64 dur_ns;
@@ -461,7 +469,7 @@ struct rl_cpu_hold {
 	__u32 tgid;      /* 0: the CPU was idle, or softirq work */
 	__u32 cpu;
 	__u32 kind;      /* RL_HOLD_* */
-	__u32 pad;
+	__u32 flags;     /* RL_HOLD_F_* */
 	char comm[16];   /* the thread's name ("softirq" for softirq work) */
 };
 struct rl_cpu_holds {
@@ -474,16 +482,19 @@ struct rl_cpu_holds {
 };
 
 /* A switch on `cpu` at `now`, the CPU's steal clock at `steal`: the task leaving (process
- * prev_tgid, thread prev_comm, prev_other: another program's) ends the stretch begun at the
- * CPU's last switch, kept as above; the next stretch begins. */
+ * prev_tgid, thread prev_comm, prev_other: another program's, prev_flags RL_HOLD_F_*) ends
+ * the stretch begun at the CPU's last switch, kept as above; the next stretch begins.
+ * `loop_woke`: the switch is to the PFC loop, woken then (0: it is not, or not woken). */
 static inline void rl_hold_switch(struct rl_cpu_holds *h, __u64 now, __u64 steal, __u32 cpu, const char *prev_comm,
-				  __u32 prev_tgid, __u32 prev_other)
+				  __u32 prev_tgid, __u32 prev_other, __u32 prev_flags, __u64 loop_woke)
 {
 	if (h->since_ns && now > h->since_ns) {
 		const __u64 dur = now - h->since_ns;
 		const __u64 stolen = steal > h->since_steal ? steal - h->since_steal : 0;
+		const __u64 from = loop_woke > h->since_ns ? loop_woke : h->since_ns;
+		const int held_loop = !prev_other && loop_woke && now > from && now - from >= RL_HOLD_MIN_NS;
 
-		if ((prev_other && dur >= RL_HOLD_MIN_NS) || stolen >= RL_HOLD_MIN_NS) {
+		if ((prev_other && dur >= RL_HOLD_MIN_NS) || stolen >= RL_HOLD_MIN_NS || held_loop) {
 			struct rl_cpu_hold *r = &h->ring[h->next % RL_HOLD_RING];
 
 			r->start_ns = h->since_ns;
@@ -491,8 +502,8 @@ static inline void rl_hold_switch(struct rl_cpu_holds *h, __u64 now, __u64 steal
 			r->steal_ns = stolen < dur ? stolen : dur;
 			r->tgid = prev_tgid;
 			r->cpu = cpu;
-			r->kind = prev_other ? RL_HOLD_OTHER : RL_HOLD_TASK;
-			r->pad = 0;
+			r->kind = prev_other ? RL_HOLD_OTHER : held_loop ? RL_HOLD_LOOP : RL_HOLD_TASK;
+			r->flags = prev_flags;
 			for (int i = 0; i < 16; i++)
 				r->comm[i] = prev_comm[i];
 			h->next += 1;
@@ -534,7 +545,7 @@ static inline void rl_softirq_exit(struct rl_cpu_holds *h, __u64 now, __u32 cpu)
 		r->tgid = 0;
 		r->cpu = cpu;
 		r->kind = RL_HOLD_SOFTIRQ;
-		r->pad = 0;
+		r->flags = 0;
 		const char name[16] = "softirq";
 		for (int i = 0; i < 16; i++)
 			r->comm[i] = name[i];

@@ -42,11 +42,11 @@ fi
 # A retry whose reason names what held the machine (another program's stretch on a CPU, or
 # the hypervisor's steal, overlapping the stall) is the machine's; the rest count against the
 # budget below.
-machine='meanwhile (another program held|the hypervisor took)'
+machine='meanwhile (another program held|the hypervisor took|the kernel.s own thread)'
 retried=$(grep -v '^UNJUDGED' "$ROCELAB_RETRY_LOG" | grep -vcE "$machine" || true)
 evidenced=$(grep -v '^UNJUDGED' "$ROCELAB_RETRY_LOG" | grep -cE "$machine" || true)
 unjudged=$(grep -c '^UNJUDGED' "$ROCELAB_RETRY_LOG" || true)
-echo "retries: $retried, and $evidenced the machine's (another program or the hypervisor held a CPU through the stall);" \
+echo "retries: $retried, and $evidenced the machine's (another program, the kernel's own thread or the hypervisor held a CPU through the stall);" \
   "not judged (invalid at D and 2 x D: the machine did not keep up): $unjudged"
 sed 's/^/  /' "$ROCELAB_RETRY_LOG"
 # A test the machine could not judge is skipped, not passed: past three, this suite judged

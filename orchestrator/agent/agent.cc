@@ -138,6 +138,7 @@ class Agent {
 
   bool loop() {
     if (!realtime()) cpu_.never_realtime();
+    watch_->set_loop(uint32_t(gettid()));  // what keeps it waiting once woken is witnessed
     sys::Fd schedstat(open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC));
     uint64_t last_alive = now_ns(), last_sync = 0, last_budget = last_alive, last_cpu = 0;
     while (!(stop_ && stop_->load()) && !stopping_) {
@@ -559,7 +560,8 @@ class Agent {
       if (const rl_line_state l = watch_->line(slot); l.lost_ns)
         f.lines.push_back({nodes_[p.cfg->node].name, p.cfg->name, l.lost_ns, l.longest_ns, l.runs, l.gap_ns,
                            l.gap_at_ns});
-    for (const rl_cpu_hold& h : watch_->holds()) f.holds.push_back({h.cpu, h.tgid, h.comm, h.start_ns, h.dur_ns, h.steal_ns, h.kind == RL_HOLD_OTHER, h.kind == RL_HOLD_SOFTIRQ});
+    for (const rl_cpu_hold& h : watch_->holds()) f.holds.push_back({h.cpu, h.tgid, h.comm, h.start_ns, h.dur_ns, h.steal_ns, h.kind == RL_HOLD_OTHER, h.kind == RL_HOLD_SOFTIRQ,
+                                      h.kind == RL_HOLD_LOOP, (h.flags & RL_HOLD_F_KTHREAD) != 0});
     if (wd_)
       for (uint32_t k : wd_->keys()) {
         const Port& p = ports_.at(rl_queue_slot(k));

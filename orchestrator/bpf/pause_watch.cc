@@ -45,7 +45,7 @@ std::unique_ptr<PauseWatch> PauseWatch::start(int port_info_fd, const std::vecto
   m = mmap(nullptr, w->holds_length_, PROT_READ, MAP_SHARED, bpf_map__fd(w->skel_->maps.cpu_holds), 0);
   if (m == MAP_FAILED) return fail("map cpu_holds", errno);
   w->holds_ = m;
-  if (int e = pause_watch__attach(w->skel_)) return fail("attach to tracepoints qdisc_dequeue, sched_switch and softirq_entry/exit", e);
+  if (int e = pause_watch__attach(w->skel_)) return fail("attach to tracepoints qdisc_dequeue, sched_switch, sched_waking and softirq_entry/exit", e);
   return w;
 }
 
@@ -101,6 +101,10 @@ rl_pause_state PauseWatch::read(size_t slot, uint32_t prio) const {
     st.dequeued = __atomic_load_n(&e->dequeued, __ATOMIC_RELAXED);
   }
   return st;
+}
+
+void PauseWatch::set_loop(uint32_t tid) {
+  if (skel_ && skel_->bss) __atomic_store_n(&skel_->bss->loop_tid, tid, __ATOMIC_RELEASE);
 }
 
 std::vector<rl_cpu_hold> PauseWatch::holds() const {

@@ -34,6 +34,8 @@ class PauseWatch {
   // The port's line against its rate (rl_line_state): what it lost with packets waiting.
   rl_line_state line(size_t slot) const;
   size_t ports() const { return ports_; }
+  // The PFC loop's thread (gettid): what keeps it waiting once woken is kept (RL_HOLD_LOOP).
+  void set_loop(uint32_t tid);
   // Every CPU's kept stretches of another program's (rl_cpu_holds), oldest first per CPU.
   std::vector<rl_cpu_hold> holds() const;
 

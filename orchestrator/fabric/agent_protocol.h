@@ -78,6 +78,8 @@ struct CpuHoldFigures {
   uint64_t steal_ns = 0;
   bool other = true;     // another program's task (not ours, not the kernel's)
   bool softirq = false;  // softirq work (pid 0): the fabric's packets most of it; no task ran
+  bool loop = false;     // not another program's, kept because the woken PFC loop waited through it
+  bool kthread = false;  // a kernel thread's
 };
 
 struct PortLeakFigures {

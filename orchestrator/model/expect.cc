@@ -90,7 +90,8 @@ std::vector<MetricInfo> stall_metrics() {
      "the most line_lost of any port; above 0.01 the run is invalid"},
     {"machine_held_max", MetricKind::kScalar, "s", {},
      "the longest the machine held a CPU from the run in the traffic phase, 0.5 ms of wall clock or more: another "
-     "program (not rocelab's, not the kernel's threads) running on it without a switch, or the hypervisor taking it "
+     "program (not rocelab's, not the kernel's threads that do the fabric's work; the kernel's others, kdamond, kswapd, "
+     "are the machine's) running on it without a switch, or the hypervisor taking it "
      "(steal) whatever ran (physical: wall / D); an invalid run names the one that overlapped what broke"},
   };
 }

@@ -98,6 +98,39 @@ void hold_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns) {
   c.metrics["machine_held_max"] = MetricValue{MetricKind::kScalar, double(longest) / 1e9 / c.scenario.scale.factor(), {}};
 }
 
+// The longest overlap with [lo0, hi0) of the holds `pick` chooses.
+template <class Pick>
+const fabric::CpuHoldFigures* longest_within(const fabric::AgentFigures& a, uint64_t now_ns, uint64_t lo0, uint64_t hi0,
+                                             uint64_t& ran, Pick pick) {
+  const fabric::CpuHoldFigures* at = nullptr;
+  ran = 0;
+  for (const auto& h : a.holds) {
+    if (!pick(h) || h.start_ns >= now_ns) continue;
+    const uint64_t lo = std::max(lo0, h.start_ns), hi = std::min(hi0, h.start_ns + h.dur_ns);
+    if (hi > lo && hi - lo > ran) ran = hi - lo, at = &h;
+  }
+  return at;
+}
+
+// What of the machine's own making held [from, from + span), after "neither ... meanwhile":
+// what the woken PFC loop waited behind (ours, the kernel's thread or an idle CPU), else the
+// kernel's softirq work (the fabric's packets most of it); "" when neither was kept.
+std::string ours_during(const fabric::AgentFigures& a, uint64_t now_ns, uint64_t from, uint64_t span) {
+  uint64_t ran = 0;
+  if (const auto* h = longest_within(a, now_ns, from, from + span, ran, [](const auto& x) { return x.loop; })) {
+    const std::string who = !h->pid        ? std::string("an idle CPU (its wake-up came late)")
+                            : h->kthread   ? fmt::format("the kernel's thread '{}'", h->thread)
+                                           : fmt::format("rocelab's own thread '{}' (process {})", h->thread, h->pid);
+    return fmt::format(" (the PFC loop, woken, waited behind {} on CPU {} for {:.1f} ms of it: a kernel that preempts "
+                       "no kernel code keeps a real-time task waiting until the thread leaves the kernel)",
+                       who, h->cpu, double(ran) / 1e6);
+  }
+  if (const auto* h = longest_within(a, now_ns, from, from + span, ran, [](const auto& x) { return x.softirq; }))
+    return fmt::format(" (softirq work, the fabric's packets most of it, ran {:.1f} ms of it on CPU {} in one go)",
+                       double(ran) / 1e6, h->cpu);
+  return "";
+}
+
 // What the machine held of [from, from + span) (CLOCK_MONOTONIC): the stretch that overlapped
 // it most (a stolen stretch weighed by its share stolen: where in it the hypervisor took the
 // CPU is not known), said.
@@ -107,28 +140,22 @@ std::string held_during(const fabric::AgentFigures& a, uint64_t now_ns, uint64_t
   for (const auto& h : a.holds) {
     if (h.start_ns >= now_ns || machine_ns(h) < RL_HOLD_MIN_NS) continue;
     const uint64_t lo = std::max(from, h.start_ns), hi = std::min(from + span, h.start_ns + h.dur_ns);
+    if (hi <= lo) continue;
     const double weight = double(hi - lo) * double(machine_ns(h)) / double(h.dur_ns);
-    if (hi > lo && weight > most) most = weight, best = &h;
+    if (weight > most) most = weight, best = &h;
   }
-  if (!best) {
-    // The kernel's softirq work is the fabric's own packets most of it: named, not the machine's.
-    const fabric::CpuHoldFigures* soft = nullptr;
-    uint64_t ran = 0;
-    for (const auto& h : a.holds) {
-      if (!h.softirq || h.start_ns >= now_ns) continue;
-      const uint64_t lo = std::max(from, h.start_ns), hi = std::min(from + span, h.start_ns + h.dur_ns);
-      if (hi > lo && hi - lo > ran) ran = hi - lo, soft = &h;
-    }
-    const std::string none = "; neither another program nor the hypervisor held a CPU 0.5 ms or more meanwhile";
-    if (!soft) return none;
-    return none + fmt::format(" (softirq work, the fabric's packets most of it, ran {:.1f} ms of it on CPU {} in one go)",
-                              double(ran) / 1e6, soft->cpu);
-  }
+  if (!best)
+    return "; neither another program nor the hypervisor held a CPU 0.5 ms or more meanwhile" +
+           ours_during(a, now_ns, from, span);
   const std::string who = best->pid ? fmt::format("thread '{}', process {}", best->thread, best->pid) : "idle";
   if (others(*best)) {
     const std::string stolen = best->steal_ns >= RL_HOLD_MIN_NS
                                    ? fmt::format(", the hypervisor taking {:.1f} ms of its stretch", double(best->steal_ns) / 1e6)
                                    : "";
+    if (best->kthread)
+      return fmt::format("; meanwhile the kernel's own thread '{}' (the machine's, not the fabric's) held CPU {} for "
+                         "{:.1f} ms of it{}",
+                         best->thread, best->cpu, most / 1e6, stolen);
     return fmt::format("; meanwhile another program held CPU {} for {:.1f} ms of it ({}{})", best->cpu, most / 1e6, who,
                        stolen);
   }

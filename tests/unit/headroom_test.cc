@@ -159,12 +159,12 @@ TEST(LineState, AnEmptyQueuePausedPriorityOrCarrierLossIsNoLoss) {
 TEST(CpuHolds, AnotherProgramsLongStretchIsKeptWithItsNameAndOursNever) {
   static rl_cpu_holds h{};  // 56 KB: not on the stack
   const char other[16] = "tokio-rt-worker", ours[16] = "rocelab";
-  rl_hold_switch(&h, 1'000'000, 0, 0, ours, 7, 0);  // the first switch seen: nothing before it to time
+  rl_hold_switch(&h, 1'000'000, 0, 0, ours, 7, 0, 0, 0);  // the first switch seen: nothing before it to time
   EXPECT_EQ(h.next, 0u);
-  rl_hold_switch(&h, 3'000'000, 0, 0, ours, 7, 0);  // ours, 2 ms: not kept
-  rl_hold_switch(&h, 3'450'000, 0, 0, other, 1, 1);  // another's, 450 us: below RL_HOLD_MIN_NS
+  rl_hold_switch(&h, 3'000'000, 0, 0, ours, 7, 0, 0, 0);  // ours, 2 ms: not kept
+  rl_hold_switch(&h, 3'450'000, 0, 0, other, 1, 1, 0, 0);  // another's, 450 us: below RL_HOLD_MIN_NS
   EXPECT_EQ(h.next, 0u);
-  rl_hold_switch(&h, 5'450'000, 0, 1, other, 1, 1);  // another's, 2 ms: kept
+  rl_hold_switch(&h, 5'450'000, 0, 1, other, 1, 1, 0, 0);  // another's, 2 ms: kept
   ASSERT_EQ(h.next, 1u);
   EXPECT_EQ(h.ring[0].start_ns, 3'450'000u);
   EXPECT_EQ(h.ring[0].dur_ns, 2'000'000u);
@@ -174,7 +174,7 @@ TEST(CpuHolds, AnotherProgramsLongStretchIsKeptWithItsNameAndOursNever) {
   EXPECT_EQ(h.ring[0].kind, uint32_t(RL_HOLD_OTHER));
   EXPECT_STREQ(h.ring[0].comm, "tokio-rt-worker");
   uint64_t t = 5'450'000;
-  for (int i = 0; i < RL_HOLD_RING + 3; ++i) rl_hold_switch(&h, t += RL_HOLD_MIN_NS + uint64_t(i), 0, 0, other, 2, 1);
+  for (int i = 0; i < RL_HOLD_RING + 3; ++i) rl_hold_switch(&h, t += RL_HOLD_MIN_NS + uint64_t(i), 0, 0, other, 2, 1, 0, 0);
   EXPECT_EQ(h.next, 1u + RL_HOLD_RING + 3);
   EXPECT_EQ(h.ring[(h.next - 1) % RL_HOLD_RING].dur_ns, RL_HOLD_MIN_NS + RL_HOLD_RING + 2);  // the last, where it wrapped
 }
@@ -205,10 +205,10 @@ TEST(CpuHolds, ARunOfSoftirqWorkIsKeptAndStretchedWhileItLasts) {
 TEST(CpuHolds, AStretchTheHypervisorTookIsKeptWhateverRan) {
   static rl_cpu_holds h{};
   const char idle[16] = "swapper/0", ours[16] = "rocelab";
-  rl_hold_switch(&h, 1'000'000, 7'000'000, 0, ours, 7, 0);
-  rl_hold_switch(&h, 1'800'000, 7'499'999, 0, ours, 7, 0);  // ours, 0.8 ms, 0.5 ms less 1 ns stolen: not kept
+  rl_hold_switch(&h, 1'000'000, 7'000'000, 0, ours, 7, 0, 0, 0);
+  rl_hold_switch(&h, 1'800'000, 7'499'999, 0, ours, 7, 0, 0, 0);  // ours, 0.8 ms, 0.5 ms less 1 ns stolen: not kept
   EXPECT_EQ(h.next, 0u);
-  rl_hold_switch(&h, 11'800'000, 16'499'999, 0, idle, 0, 0);  // idle, 10 ms, 9 ms of it stolen: kept
+  rl_hold_switch(&h, 11'800'000, 16'499'999, 0, idle, 0, 0, 0, 0);  // idle, 10 ms, 9 ms of it stolen: kept
   ASSERT_EQ(h.next, 1u);
   EXPECT_EQ(h.ring[0].start_ns, 1'800'000u);
   EXPECT_EQ(h.ring[0].dur_ns, 10'000'000u);
@@ -218,7 +218,41 @@ TEST(CpuHolds, AStretchTheHypervisorTookIsKeptWhateverRan) {
   EXPECT_STREQ(h.ring[0].comm, "swapper/0");
   // A steal clock brought up to date late (at a tick) may count more than the stretch: the
   // stretch's length at most.
-  rl_hold_switch(&h, 12'800'000, 19'499'999, 0, ours, 7, 0);
+  rl_hold_switch(&h, 12'800'000, 19'499'999, 0, ours, 7, 0, 0, 0);
   ASSERT_EQ(h.next, 2u);
   EXPECT_EQ(h.ring[1].steal_ns, 1'000'000u);
+}
+
+// The switch to the PFC loop, woken `loop_woke`: what ran since it woke is kept when that was
+// RL_HOLD_MIN_NS or more and not another program's (that one is kept as such), whoever it
+// was: ours, the kernel's thread or idle.
+TEST(CpuHolds, WhatRanWhileTheWokenLoopWaitedIsKept) {
+  static rl_cpu_holds h{};
+  const char ours[16] = "rocelab", kthread[16] = "kworker/1:2", other[16] = "cc1plus";
+  rl_hold_switch(&h, 1'000'000, 0, 1, ours, 7, 0, 0, 0);
+  // ours for 3 ms, the loop woken 0.4 ms before its end: not kept (a wait of 0.4 ms)
+  rl_hold_switch(&h, 4'000'000, 0, 1, ours, 7, 0, 0, 3'600'000);
+  EXPECT_EQ(h.next, 0u);
+  // the kernel's thread for 3 ms, the loop woken 0.5 ms before its end: kept, flagged
+  rl_hold_switch(&h, 7'000'000, 0, 1, kthread, 90, 0, RL_HOLD_F_KTHREAD, 6'500'000);
+  ASSERT_EQ(h.next, 1u);
+  EXPECT_EQ(h.ring[0].start_ns, 4'000'000u);
+  EXPECT_EQ(h.ring[0].dur_ns, 3'000'000u);
+  EXPECT_EQ(h.ring[0].kind, uint32_t(RL_HOLD_LOOP));
+  EXPECT_EQ(h.ring[0].flags, RL_HOLD_F_KTHREAD);
+  EXPECT_EQ(h.ring[0].tgid, 90u);
+  EXPECT_STREQ(h.ring[0].comm, "kworker/1:2");
+  // woken before the stretch began (the switch at 7 ms went to ours, not to the loop woken at
+  // 6.9 ms): the whole stretch counts
+  rl_hold_switch(&h, 7'600'000, 0, 1, ours, 7, 0, 0, 6'900'000);
+  ASSERT_EQ(h.next, 2u);
+  EXPECT_EQ(h.ring[1].kind, uint32_t(RL_HOLD_LOOP));
+  EXPECT_EQ(h.ring[1].dur_ns, 600'000u);
+  // another program's stretch the loop waited through is another program's
+  rl_hold_switch(&h, 8'600'000, 0, 1, other, 3, 1, 0, 7'700'000);
+  ASSERT_EQ(h.next, 3u);
+  EXPECT_EQ(h.ring[2].kind, uint32_t(RL_HOLD_OTHER));
+  // the same 1 ms of ours with no loop behind it: not kept
+  rl_hold_switch(&h, 9'600'000, 0, 1, ours, 7, 0, 0, 0);
+  EXPECT_EQ(h.next, 3u);
 }
