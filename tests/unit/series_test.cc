@@ -306,56 +306,47 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
                 .find("at most; neither another program nor the hypervisor held a CPU 0.5 ms or more meanwhile)"),
             std::string::npos);
   EXPECT_EQ(m2b.at("machine_held_max").scalar, 0);
+  // The same two stalls beside what the witness kept: what each reason names.
+  const std::vector<fabric::AgentStall> two{{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}};
+  auto beside = [&](std::vector<fabric::CpuHoldFigures> kept, model::MetricSet& m) {
+    return collect(two, m, {}, std::move(kept));
+  };
+  auto says = [](const std::string& why, const std::string& text) { EXPECT_NE(why.find(text), std::string::npos) << why; };
   // A run of softirq work over the longest stall is the fabric's own: named, not the machine's.
   model::MetricSet m2d;
-  const std::string why_d = collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2d,
-                                    {}, {{1, 0, "softirq", 2'930'000'000, 2'100'000, 0, false, true}});
-  EXPECT_NE(why_d.find("at most; neither another program nor the hypervisor held a CPU 0.5 ms or more meanwhile "
-                       "(softirq work, the fabric's packets most of it, ran 2.1 ms of it on CPU 1 in one go))"),
-            std::string::npos)
-      << why_d;
+  const std::string why_d = beside({{1, 0, "softirq", 2'930'000'000, 2'100'000, 0, false, true}}, m2d);
+  says(why_d, "at most; neither another program nor the hypervisor held a CPU 0.5 ms or more meanwhile "
+              "(softirq work, the fabric's packets most of it, ran 2.1 ms of it on CPU 1 in one go))");
   EXPECT_EQ(m2d.at("machine_held_max").scalar, 0);
   // What the woken loop waited behind is named before softirq work, and is not the machine's:
   // a kernel thread's 3 ms over the stall, beside the same softirq run.
   model::MetricSet m2f;
-  const std::string why_f = collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2f,
-                                    {}, {{1, 0, "softirq", 2'930'000'000, 2'100'000, 0, false, true},
-                                         {1, 90, "kworker/1:2", 2'950'000'000, 3'000'000, 0, false, false, true, true}});
-  EXPECT_NE(why_f.find("neither another program nor the hypervisor held a CPU 0.5 ms or more meanwhile (the PFC loop, "
-                       "woken, waited behind the kernel's thread 'kworker/1:2' on CPU 1 for 3.0 ms of it"),
-            std::string::npos)
-      << why_f;
+  const std::string why_f = beside({{1, 0, "softirq", 2'930'000'000, 2'100'000, 0, false, true},
+                                    {1, 90, "kworker/1:2", 2'950'000'000, 3'000'000, 0, false, false, true, true}}, m2f);
+  says(why_f, "neither another program nor the hypervisor held a CPU 0.5 ms or more meanwhile (the PFC loop, "
+              "woken, waited behind the kernel's thread 'kworker/1:2' on CPU 1 for 3.0 ms of it");
   EXPECT_EQ(m2f.at("machine_held_max").scalar, 0);
   // The machine's own kernel thread (not the fabric's: the witness calls it another's) is the
   // machine's, said as the kernel's.
   model::MetricSet m2g;
-  const std::string why_g = collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2g,
-                                    {}, {{1, 77, "kdamond.0", 2'950'000'000, 1'200'000, 0, true, false, false, true}});
-  EXPECT_NE(why_g.find("meanwhile the kernel's own thread 'kdamond.0' (the machine's, not the fabric's) held CPU 1 for "
-                       "1.2 ms of it)"),
-            std::string::npos)
-      << why_g;
+  const std::string why_g = beside({{1, 77, "kdamond.0", 2'950'000'000, 1'200'000, 0, true, false, false, true}}, m2g);
+  says(why_g, "meanwhile the kernel's own thread 'kdamond.0' (the machine's, not the fabric's) held CPU 1 for "
+              "1.2 ms of it)");
   EXPECT_NEAR(m2g.at("machine_held_max").scalar, 1.2e-3 / 1000, 1e-12);
   // The hypervisor took 60 ms of an idle CPU's 150 ms stretch over the longest stall, and
   // 0.4 ms of this process's own: the first named, what was stolen the figure.
   model::MetricSet m2c;
   const std::vector<fabric::CpuHoldFigures> stolen{{0, 0, "swapper/0", 2'900'000'000, 150'000'000, 60'000'000, false},
                                                    {1, uint32_t(getpid()), "rocelab", 2'950'000'000, 40'000'000, 400'000, false}};
-  const std::string why_c = collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2c,
-                                    {}, stolen);
-  EXPECT_NE(why_c.find("meanwhile the hypervisor took CPU 0 for 60.0 ms (steal) of a 150.0 ms stretch that overlapped "
-                       "it (idle))"),
-            std::string::npos)
-      << why_c;
+  const std::string why_c = beside(stolen, m2c);
+  says(why_c, "meanwhile the hypervisor took CPU 0 for 60.0 ms (steal) of a 150.0 ms stretch that overlapped "
+              "it (idle))");
   EXPECT_NEAR(m2c.at("machine_held_max").scalar, 60e-3 / 1000, 1e-12);
   // A stretch stolen whole is still the hypervisor's, not another program's.
   model::MetricSet m2e;
-  const std::string why_e = collect({{3'000'000'000, 80'000'000, 80'000'000}, {4'000'000'000, 40'000'000, 40'000'000}}, m2e,
-                                    {}, {{0, 0, "swapper/0", 2'950'000'000, 20'000'000, 20'000'000, false}});
-  EXPECT_NE(why_e.find("meanwhile the hypervisor took CPU 0 for 20.0 ms (steal) of a 20.0 ms stretch that overlapped it "
-                       "(idle))"),
-            std::string::npos)
-      << why_e;
+  const std::string why_e = beside({{0, 0, "swapper/0", 2'950'000'000, 20'000'000, 20'000'000, false}}, m2e);
+  says(why_e, "meanwhile the hypervisor took CPU 0 for 20.0 ms (steal) of a 20.0 ms stretch that overlapped it "
+              "(idle))");
   EXPECT_NE(why.find("did not keep up"), std::string::npos) << why;
   // The same stalls, and one of 200 ms, delaying nothing of PFC's, and one of 30 ms that
   // delayed a pause 10 ms: valid, only those 10 ms counted.
