@@ -5,7 +5,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -52,8 +54,14 @@ std::string guest_kernel_death(const std::string& console) {
 VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const std::string& accel, int timeout_ms) {
   VmBoot b;
   const bool kvm = accel.rfind("kvm", 0) == 0;
-  // The console goes beside the job directory, not into it: the guest's root writes there.
-  const std::string console = job_dir + ".console";
+  // The console goes into a directory of its own, not the job's (the guest's root writes
+  // there), and not at a name beside it in /tmp (another user could plant a link there first).
+  char dir[] = "/tmp/rocelab-console-XXXXXX";
+  if (!mkdtemp(dir)) {
+    b.why = std::string("no temporary directory for the guest's console: ") + std::strerror(errno);
+    return b;
+  }
+  const std::string console = std::string(dir) + "/console";
   const std::vector<std::string> args{
       "-machine", "q35", "-accel", accel, "-cpu", kvm ? "host" : "max", "-m", "2048", "-smp", "2",
       "-nographic", "-no-reboot", "-nodefaults", "-serial", "file:" + console, "-kernel", image_dir + "/vmlinuz",
@@ -66,6 +74,7 @@ VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const s
   std::string console_why;
   b.console = sys::read_file(console, 1u << 20, console_why).value_or("");
   unlink(console.c_str());
+  rmdir(dir);
   if (b.console.size() > 16384) b.console = b.console.substr(b.console.size() - 16384);
   // What the guest wrote is read without following links and within bounds (the guest's
   // root owns the job directory).
