@@ -112,7 +112,7 @@ const fabric::CpuHoldFigures* longest_within(const fabric::AgentFigures& a, uint
   return at;
 }
 
-// What of the machine's own making held [from, from + span), after "neither ... meanwhile":
+// What of rocelab's and the fabric's own held [from, from + span), after "neither ... meanwhile":
 // what the woken PFC loop waited behind (ours, the kernel's thread or an idle CPU), else the
 // kernel's softirq work (the fabric's packets most of it); "" when neither was kept.
 std::string ours_during(const fabric::AgentFigures& a, uint64_t now_ns, uint64_t from, uint64_t span) {
