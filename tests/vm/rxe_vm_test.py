@@ -566,7 +566,7 @@ class Vm(unittest.TestCase):
             crashed = [part for part, job in enumerate(jobs) if guest_crashed(outs[part], job)]
             if crashed and not retried:
                 # The known TCG fault killed a guest's kernel (see run_job): the split once more.
-                retries.record(f"vm {self._testMethodName}", f"guest {crashed} kernel: {TCG_OOPS}; both again")
+                retries.record(f"vm {self._testMethodName}", f"guest {', '.join(f'g{p}' for p in crashed)} kernel: {TCG_OOPS}; both again")
                 shutil.rmtree(tmp, ignore_errors=True)
                 return self.split_run(scale, retried=True)
             got = []
