@@ -644,6 +644,31 @@ bool cpu_starved(const WorkloadRun& r) {
          r.engine_cpu_waiting * r.seconds > 0.05;
 }
 
+}  // namespace
+
+// Who held the CPUs while the engine waited for one (issue 48: exit 2 names the machine's
+// contention): other programs' CPU time or the hypervisor's steal in the phase, when either
+// came to half the engine's wait at least; else neither did, and what held it was
+// rocelab's own threads and the fabric's kernel work (the engine's threads past the cores,
+// the agent, softirq). A program that took a CPU as long as the engine waited is the cause
+// a busy neighbour makes; one that took a tenth of it is not.
+std::string cpu_wait_cause(const WorkloadRun& r) {
+  const double waited = r.engine_cpu_waiting * r.seconds;
+  const double cpus = std::max(1, r.machine_cpus) * r.seconds;
+  const double other = r.machine_other > 0 ? r.machine_other * cpus : 0, steal = r.machine_steal > 0 ? r.machine_steal * cpus : 0;
+  if (other >= steal && other >= waited / 2)
+    return fmt::format("; meanwhile another program held the CPUs (other programs ran {:.2f} s of CPU time in the phase, "
+                       "the engine waited {:.2f} s)", other, waited);
+  if (steal >= waited / 2)
+    return fmt::format("; meanwhile the hypervisor took {:.2f} s of the CPUs in the phase (steal; the engine waited {:.2f} s)",
+                       steal, waited);
+  return fmt::format("; neither another program ({:.2f} s of CPU time) nor the hypervisor ({:.2f} s of steal) took half "
+                     "the engine's {:.2f} s of waiting: rocelab's own threads and the fabric's kernel work held the CPUs",
+                     other, steal, waited);
+}
+
+namespace {
+
 // DESIGN.md §3: a NIC that sent this much less than its QPs' rates allowed means the machine
 // did not keep up. The engine counts no time its queue refused packets, but it does count
 // the NIC whose queue refuses without PFC (its socket full while the line drains it), which
@@ -692,7 +717,7 @@ void Session::totals(WorkloadRun& out) const {
     out.invalid = "the engine waited for a CPU " + std::to_string(int(std::lround(out.engine_cpu_waiting * 100))) +
                   " % of the traffic phase, " +
                   std::to_string(int(std::lround(100 * out.engine_cpu_waiting / (out.engine_cpu_waiting + out.engine_cpu_busy)))) +
-                  " % of the time it wanted one (other work on this machine held the CPUs): the machine did not keep up";
+                  " % of the time it wanted one: the machine did not keep up" + cpu_wait_cause(out);
   else if (out.worst_pacing_error < kPacingShortfall)
     out.invalid = "the engine fell behind its pacing (" + out.worst_paced_nic + " sent " +
                   std::to_string(int(std::lround(-out.worst_pacing_error * 100))) +
@@ -937,6 +962,7 @@ Result<WorkloadRun> Session::run() {
   }
   if (steal0 && steal1 && t_end > t0_ && steal1->steal_ns >= steal0->steal_ns)
     out.machine_steal = double(steal1->steal_ns - steal0->steal_ns) / (double(t_end - t0_) * steal1->cpus);
+  if (steal1) out.machine_cpus = int(steal1->cpus);
   if (other0 && other1 && steal1 && t_end > t0_)
     out.machine_other = double(*other1 > *other0 ? *other1 - *other0 : 0) / (double(t_end - t0_) * steal1->cpus);
   totals(out);

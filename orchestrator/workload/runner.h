@@ -97,6 +97,7 @@ struct WorkloadRun {
   // machine's CPUs; negative when unknown. With steal, the evidence that contention, not
   // rocelab, made a run invalid (issue 48).
   double machine_other = -1;
+  int machine_cpus = 0;  // the CPUs those shares are of (0: unknown)
   // Steal past 5 % of the phase, said so: the run is invalid unless the PFC agent's loop, the
   // finer probe, saw no freeze its shapers could not make up (telemetry::Collect::steal).
   std::string steal;
@@ -129,6 +130,11 @@ struct RunnerOptions {
   sys::Rendezvous* parts = nullptr;
   int64_t parts_timeout_ms = 120'000;  // how long the start and the figures may wait for a part
 };
+
+// What an engine's wait for a CPU (`engine_cpu_waiting` of `seconds`) had behind it, said
+// after an invalid run's reason: "; meanwhile another program held the CPUs ...", "; meanwhile
+// the hypervisor took ..." or "; neither another program ... nor the hypervisor ...".
+std::string cpu_wait_cause(const WorkloadRun& r);
 
 // `t` gives the hosts' namespaces (its nodes in the plan's order).
 Result<WorkloadRun> run_workloads(const model::Scenario& s, const fabric::KernelPlan& plan, fabric::Testbed& t,

@@ -10,6 +10,7 @@
 
 #include "run/results.h"
 #include "run/run.h"
+#include "workload/runner.h"
 #include "test_util.h"
 
 using namespace rocelab;
@@ -169,4 +170,24 @@ TEST(Run, ResultsAndJunitCarryTheExitClassAndReason) {
   const std::string junit = slurp(t.path / "run" / "junit.xml");
   EXPECT_NE(junit.find("<property name=\"class\" value=\"assertion failed\"/>"), std::string::npos) << junit;
   EXPECT_NE(junit.find("<property name=\"retry_of\" value=\"the engine waited for a CPU\"/>"), std::string::npos) << junit;
+}
+
+// Issue 48: exit 2 for an engine that waited for a CPU names the contention behind it, or
+// says there was none (then the wait was rocelab's own, which the retry budget counts).
+TEST(EngineWait, TheCauseIsNamedOnlyWhenItCameToHalfTheWait) {
+  workload::WorkloadRun r;
+  r.seconds = 4;
+  r.machine_cpus = 2;
+  r.engine_cpu_waiting = 0.25;  // 1 s waited
+  r.machine_steal = 0.01;       // 0.08 s
+  r.machine_other = 0.10;       // 0.8 s of CPU: a neighbour that ran most of the wait
+  EXPECT_EQ(workload::cpu_wait_cause(r).rfind("; meanwhile another program held the CPUs (other programs ran 0.80 s", 0), 0u)
+      << workload::cpu_wait_cause(r);
+  r.machine_other = 0.05;  // 0.4 s: less than half
+  EXPECT_EQ(workload::cpu_wait_cause(r).rfind("; neither another program (0.40 s of CPU time) nor the hypervisor (0.08 s", 0), 0u)
+      << workload::cpu_wait_cause(r);
+  r.machine_steal = 0.08;  // 0.64 s stolen
+  EXPECT_EQ(workload::cpu_wait_cause(r).rfind("; meanwhile the hypervisor took 0.64 s", 0), 0u) << workload::cpu_wait_cause(r);
+  r.machine_other = r.machine_steal = -1;  // unknown: nothing is claimed
+  EXPECT_EQ(workload::cpu_wait_cause(r).rfind("; neither", 0), 0u) << workload::cpu_wait_cause(r);
 }
