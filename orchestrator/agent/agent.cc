@@ -91,13 +91,16 @@ class Agent {
 
   bool setup(std::string& why) {
     if (cfg_.ports.empty()) return why = "the fabric has no ports", false;
+    auto home = sys::open_thread_netns(why);
+    if (!home) return false;
+    home_ = std::move(*home);
     for (const auto& an : cfg_.nodes) {
       Node n;
       n.name = an.node;
       auto fd = sys::open_named_netns(an.netns, why);
       if (!fd) return false;
       n.netns = std::move(*fd);
-      auto scope = sys::NetnsScope::enter(n.netns.get(), why);
+      auto scope = in_node(n.netns, why);
       if (!scope) return false;
       netlink::Status st;
       n.rtnl = netlink::RouteSocket::open(st);
@@ -110,7 +113,7 @@ class Agent {
     }
     {  // The maps: opened once, from any port.
       const auto& first = cfg_.ports.front();
-      auto scope = sys::NetnsScope::enter(nodes_[first.node].netns.get(), why);
+      auto scope = in_node(nodes_[first.node].netns, why);
       if (!scope) return false;
       auto m = bpf::FabricMaps::open_attached(first.ifindex, why);
       if (!m) return false;
@@ -276,7 +279,7 @@ class Agent {
     fig_.storm_frames += storms_.run(now, [this](const fabric::StormSpec& spec) {
       std::string why;
       const Port& p = ports_.at(spec.slot);
-      auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
+      auto scope = in_node(nodes_[p.cfg->node].netns, why);
       return scope && emitter_->send(p.cfg->ifindex, RL_MARK_PFC_STORM, why, RL_STORM_PRIORITY(spec.vector, spec.quanta));
     });
   }
@@ -331,7 +334,7 @@ class Agent {
   // PG runs). Callers skip queues whose last packet or probe left them empty (depth_after 0).
   bool holds_packets(const Port& p, uint32_t prio) {
     std::string why;
-    auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
+    auto scope = in_node(nodes_[p.cfg->node].netns, why);
     auto d = scope ? bpf::probe_depth(maps_->egress_program(), p.cfg->ifindex, prio, why) : std::nullopt;
     return d && *d > 0;
   }
@@ -389,6 +392,12 @@ class Agent {
     return true;
   }
 
+  // The loop in a node's namespace until the scope ends (frames are sent and queues probed
+  // from there), back to the agent's own held open.
+  std::optional<sys::NetnsScope> in_node(const sys::Fd& netns, std::string& why) const {
+    return sys::NetnsScope::enter(netns.get(), home_.get(), why);
+  }
+
   // Sends an agent frame out of a port; the calling thread must be in its node's namespace.
   bool emit(const Port& p, uint32_t mark) {
     std::string why;
@@ -401,7 +410,7 @@ class Agent {
   // it; no counter counts it.
   void kick(Port& p) {
     std::string why;
-    auto scope = sys::NetnsScope::enter(nodes_[p.cfg->node].netns.get(), why);
+    auto scope = in_node(nodes_[p.cfg->node].netns, why);
     if (scope && emit(p, RL_MARK_PFC_KICK)) ++fig_.kicks;
   }
 
@@ -482,7 +491,7 @@ class Agent {
     }
     for (const auto& [np, members] : groups) {
       Node& node = nodes_[np.first];
-      auto scope = sys::NetnsScope::enter(node.netns.get(), why);
+      auto scope = in_node(node.netns, why);
       if (!scope) continue;
       // Per ingress, the probe syncs each queue (and the program sends XON for a PG that fell
       // below XON); by egress occupancy, every queue must be below XON.
@@ -633,6 +642,7 @@ class Agent {
   uint64_t last_deadlock_look_ = 0;
   std::map<uint32_t, uint64_t> dequeued_seen_;  // by rl_queue_key
   model::DeadlockWatch deadlocks_;
+  sys::Fd home_;  // the agent's own network namespace, where each NetnsScope returns
   std::unique_ptr<bpf::FabricMaps> maps_;
   rl_config pfc_{};
   std::unique_ptr<bpf::PauseWatch> watch_;

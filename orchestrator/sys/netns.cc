@@ -47,13 +47,32 @@ std::optional<NetnsScope> NetnsScope::enter(int netns_fd, std::string& why) {
     why = err("setns");
     return std::nullopt;
   }
-  return NetnsScope(std::move(home));
+  const int fd = home.get();
+  return NetnsScope(std::move(home), fd);
+}
+
+std::optional<NetnsScope> NetnsScope::enter(int netns_fd, int home_fd, std::string& why) {
+  if (home_fd < 0) return enter(netns_fd, why);
+  if (setns(netns_fd, CLONE_NEWNET) != 0) {
+    why = err("setns");
+    return std::nullopt;
+  }
+  return NetnsScope(Fd(), home_fd);
 }
 
 NetnsScope::~NetnsScope() {
   // Returning home cannot fail for a namespace we were in a moment ago; if it ever did, the
   // thread would act in a testbed namespace, which is why this aborts rather than goes on.
-  if (home_.valid() && setns(home_.get(), CLONE_NEWNET) != 0) std::abort();
+  if (home_ >= 0 && setns(home_, CLONE_NEWNET) != 0) std::abort();
+}
+
+std::optional<Fd> open_thread_netns(std::string& why) {
+  Fd fd(open(kThreadNetns, O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) {
+    why = err(std::string("open ") + kThreadNetns);
+    return std::nullopt;
+  }
+  return fd;
 }
 
 bool prepare_netns_dir(std::string& why) {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rocelab::sys {
@@ -34,14 +35,22 @@ class Fd {
 class NetnsScope {
  public:
   static std::optional<NetnsScope> enter(int netns_fd, std::string& why);
-  NetnsScope(NetnsScope&& o) noexcept : home_(std::move(o.home_)) {}
+  // Back to `home_fd` (the caller's, held open: the thread's namespace now) instead of one
+  // opened for the scope: a path lookup in /proc that cost the PFC agent's loop a fifth of
+  // its CPU where it enters a node's namespace for every frame it sends (issue 48).
+  static std::optional<NetnsScope> enter(int netns_fd, int home_fd, std::string& why);
+  NetnsScope(NetnsScope&& o) noexcept : owned_(std::move(o.owned_)), home_(std::exchange(o.home_, -1)) {}
   NetnsScope(const NetnsScope&) = delete;
   ~NetnsScope();
 
  private:
-  explicit NetnsScope(Fd home) : home_(std::move(home)) {}
-  Fd home_;
+  NetnsScope(Fd owned, int home) : owned_(std::move(owned)), home_(home) {}
+  Fd owned_;      // the home opened for this scope, if the caller held none
+  int home_ = -1;
 };
+
+// The calling thread's network namespace, held open (a home for NetnsScope::enter).
+std::optional<Fd> open_thread_netns(std::string& why);
 
 // Makes /run/netns a shared mount point, as `ip netns add` does, so namespaces mounted
 // there are visible from every mount namespace. Idempotent.
