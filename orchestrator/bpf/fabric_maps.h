@@ -38,7 +38,7 @@ class FabricMaps {
   bool set_port_info(uint32_t slot, const rl_port_info& v, std::string& why) const;
   bool headroom(uint32_t slot, rl_port_headroom& out, std::string& why) const;
   bool set_headroom(uint32_t slot, const rl_port_headroom& v, std::string& why) const;
-  // Every (key = rl_queue_key(slot, prio), state) of the PFC transmit state, in one call.
+  // Every (key = rl_queue_key(slot, prio), state) of the PFC transmit state, with no syscall.
   bool tx_states(std::vector<uint32_t>& keys, std::vector<rl_pfc_tx_state>& states, std::string& why) const;
   bool tx_state(uint32_t key, rl_pfc_tx_state& out, std::string& why) const;
   bool set_tx_state(uint32_t key, const rl_pfc_tx_state& v, std::string& why) const;
@@ -62,6 +62,8 @@ class FabricMaps {
   std::unique_ptr<Counters> counters_;
   void* pg_base_ = nullptr;  // pg_bytes, mapped
   size_t pg_length_ = 0;
+  void* tx_base_ = nullptr;  // pfc_tx_state, mapped
+  size_t tx_length_ = 0;
   size_t ports_ = 0;
 };
 
