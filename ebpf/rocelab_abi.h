@@ -471,6 +471,7 @@ struct rl_cpu_hold {
 	__u32 kind;      /* RL_HOLD_* */
 	__u32 flags;     /* RL_HOLD_F_* */
 	char comm[16];   /* the thread's name ("softirq" for softirq work) */
+	__u64 waited_ns; /* RL_HOLD_LOOP: of it, from the loop's wake-up to the switch to it */
 };
 struct rl_cpu_holds {
 	__u64 since_ns;     /* the CPU's last switch: the current task's stretch began (0: not seen yet) */
@@ -504,6 +505,7 @@ static inline void rl_hold_switch(struct rl_cpu_holds *h, __u64 now, __u64 steal
 			r->cpu = cpu;
 			r->kind = prev_other ? RL_HOLD_OTHER : held_loop ? RL_HOLD_LOOP : RL_HOLD_TASK;
 			r->flags = prev_flags;
+			r->waited_ns = held_loop ? now - from : 0;
 			for (int i = 0; i < 16; i++)
 				r->comm[i] = prev_comm[i];
 			h->next += 1;
@@ -546,6 +548,7 @@ static inline void rl_softirq_exit(struct rl_cpu_holds *h, __u64 now, __u32 cpu)
 		r->cpu = cpu;
 		r->kind = RL_HOLD_SOFTIRQ;
 		r->flags = 0;
+		r->waited_ns = 0;
 		const char name[16] = "softirq";
 		for (int i = 0; i < 16; i++)
 			r->comm[i] = name[i];
@@ -572,8 +575,8 @@ static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
 static_assert(sizeof(struct rl_pause_state) == 48, "rl_pause_state layout");
 static_assert(sizeof(struct rl_line_state) == 96, "rl_line_state layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
-static_assert(sizeof(struct rl_cpu_hold) == 56, "rl_cpu_hold layout");
-static_assert(sizeof(struct rl_cpu_holds) == 48 + 56 * RL_HOLD_RING, "rl_cpu_holds layout");
+static_assert(sizeof(struct rl_cpu_hold) == 64, "rl_cpu_hold layout");
+static_assert(sizeof(struct rl_cpu_holds) == 48 + 64 * RL_HOLD_RING, "rl_cpu_holds layout");
 static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");
 #else
 _Static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");

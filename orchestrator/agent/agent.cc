@@ -570,7 +570,7 @@ class Agent {
         f.lines.push_back({nodes_[p.cfg->node].name, p.cfg->name, l.lost_ns, l.longest_ns, l.runs, l.gap_ns,
                            l.gap_at_ns});
     for (const rl_cpu_hold& h : watch_->holds()) f.holds.push_back({h.cpu, h.tgid, h.comm, h.start_ns, h.dur_ns, h.steal_ns, h.kind == RL_HOLD_OTHER, h.kind == RL_HOLD_SOFTIRQ,
-                                      h.kind == RL_HOLD_LOOP, (h.flags & RL_HOLD_F_KTHREAD) != 0});
+                                      h.kind == RL_HOLD_LOOP, (h.flags & RL_HOLD_F_KTHREAD) != 0, h.waited_ns});
     if (wd_)
       for (uint32_t k : wd_->keys()) {
         const Port& p = ports_.at(rl_queue_slot(k));

@@ -80,6 +80,7 @@ struct CpuHoldFigures {
   bool softirq = false;  // softirq work (pid 0): the fabric's packets most of it; no task ran
   bool loop = false;     // not another program's, kept because the woken PFC loop waited through it
   bool kthread = false;  // a kernel thread's
+  uint64_t waited_ns = 0;  // loop: of it, from the loop's wake-up to the switch to it
 };
 
 struct PortLeakFigures {

@@ -299,8 +299,13 @@ class Contention(unittest.TestCase):
             self.assertTrue(h["thread"].startswith("python"), h)
         self.assertTrue(14_700_000 <= sum(h["dur_ns"] for h in loops) < 50_000_000, loops)
         self.assertIn("machine_held_max", res["metrics"])
-        # Nothing of rocelab's is another program.
-        self.assertFalse([h for h in agent["holds"] if h["thread"] in ("rocelab", "exe")], agent["holds"])
+        # Nothing of rocelab's is another program: a stretch of ours is kept only when the
+        # hypervisor took 0.5 ms of it (here once: kept for its steal) or the woken loop
+        # waited through it.
+        self.assertFalse([h for h in agent["holds"] if h["thread"] in ("rocelab", "exe") and h["other"]], agent["holds"])
+        for h in agent["holds"]:
+            if h["thread"] in ("rocelab", "exe"):
+                self.assertTrue(h["steal_ns"] >= 500_000 or h["loop"], h)
 
 
 LATENCY = """name: {name}

@@ -242,16 +242,19 @@ TEST(CpuHolds, WhatRanWhileTheWokenLoopWaitedIsKept) {
   EXPECT_EQ(h.ring[0].flags, RL_HOLD_F_KTHREAD);
   EXPECT_EQ(h.ring[0].tgid, 90u);
   EXPECT_STREQ(h.ring[0].comm, "kworker/1:2");
+  EXPECT_EQ(h.ring[0].waited_ns, 500'000u);  // the loop's wait: from its wake-up to the switch
   // woken before the stretch began (the switch at 7 ms went to ours, not to the loop woken at
   // 6.9 ms): the whole stretch counts
   rl_hold_switch(&h, 7'600'000, 0, 1, ours, 7, 0, 0, 6'900'000);
   ASSERT_EQ(h.next, 2u);
   EXPECT_EQ(h.ring[1].kind, uint32_t(RL_HOLD_LOOP));
   EXPECT_EQ(h.ring[1].dur_ns, 600'000u);
+  EXPECT_EQ(h.ring[1].waited_ns, 600'000u);
   // another program's stretch the loop waited through is another program's
   rl_hold_switch(&h, 8'600'000, 0, 1, other, 3, 1, 0, 7'700'000);
   ASSERT_EQ(h.next, 3u);
   EXPECT_EQ(h.ring[2].kind, uint32_t(RL_HOLD_OTHER));
+  EXPECT_EQ(h.ring[2].waited_ns, 0u);
   // the same 1 ms of ours with no loop behind it: not kept
   rl_hold_switch(&h, 9'600'000, 0, 1, ours, 7, 0, 0, 0);
   EXPECT_EQ(h.next, 3u);

@@ -333,6 +333,19 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   says(why_g, "meanwhile the kernel's own thread 'kdamond.0' (the machine's, not the fabric's) held CPU 1 for "
               "1.2 ms of it)");
   EXPECT_NEAR(m2g.at("machine_held_max").scalar, 1.2e-3 / 1000, 1e-12);
+  // The woken loop waited 2.5 ms with its CPU idle (a halted vCPU woken late, the steal clock
+  // still): the hypervisor's, the wait (not the idle stretch before it) the figure.
+  model::MetricSet m2h;
+  fabric::CpuHoldFigures late{1, 0, "swapper/1", 2'900'000'000, 60'000'000, 0, false, false, true, true};
+  late.waited_ns = 2'500'000;
+  const std::string why_h = beside({late}, m2h);
+  says(why_h, "meanwhile the hypervisor took CPU 1 for 2.5 ms: the PFC loop, woken, waited that long with the CPU "
+              "idle (no task ran: a halted virtual CPU woken late))");
+  EXPECT_NEAR(m2h.at("machine_held_max").scalar, 2.5e-3 / 1000, 1e-12);
+  // Its wait after the stall (the idle stretch overlapping it, the wait at its end): not named.
+  model::MetricSet m2i;
+  late.start_ns = 2'950'000'000, late.dur_ns = 100'000'000;  // its wait 3.0475-3.05 s, the stall 2.92-3.00 s
+  says(beside({late}, m2i), "at most; neither another program nor the hypervisor held a CPU 0.5 ms or more meanwhile)");
   // The hypervisor took 60 ms of an idle CPU's 150 ms stretch over the longest stall, and
   // 0.4 ms of this process's own: the first named, what was stolen the figure.
   model::MetricSet m2c;
