@@ -197,6 +197,30 @@ int BPF_PROG(rl_loop_waking, struct task_struct *p)
 	return 0;
 }
 
+/* Which work a kworker ran (a namespace's teardown, a link's events, the platform's free-page
+ * reporting): the witness names the longest item of a stretch it keeps. */
+SEC("tp_btf/workqueue_execute_start")
+int BPF_PROG(rl_work_start_prog, struct work_struct *work)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct rl_cpu_holds *h = bpf_map_lookup_elem(&cpu_holds, &cpu);
+
+	if (h)
+		rl_work_start(h, bpf_ktime_get_ns(), (__u64)work->func);
+	return 0;
+}
+
+SEC("tp_btf/workqueue_execute_end")
+int BPF_PROG(rl_work_end_prog, struct work_struct *work, work_func_t function)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct rl_cpu_holds *h = bpf_map_lookup_elem(&cpu_holds, &cpu);
+
+	if (h)
+		rl_work_end(h, bpf_ktime_get_ns());
+	return 0;
+}
+
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(rl_softirq_entry_prog, unsigned int vec_nr)
 {

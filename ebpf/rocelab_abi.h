@@ -472,6 +472,8 @@ struct rl_cpu_hold {
 	__u32 flags;     /* RL_HOLD_F_* */
 	char comm[16];   /* the thread's name ("softirq" for softirq work) */
 	__u64 waited_ns; /* RL_HOLD_LOOP: of it, from the loop's wake-up to the switch to it */
+	__u64 work_fn;   /* a kworker's: the function of the longest work item it ran (0: none) */
+	__u64 work_ns;   /* and how long that item ran */
 };
 struct rl_cpu_holds {
 	__u64 since_ns;     /* the CPU's last switch: the current task's stretch began (0: not seen yet) */
@@ -479,6 +481,8 @@ struct rl_cpu_holds {
 	__u64 next;         /* stretches kept so far: ring[next % RL_HOLD_RING] is the next slot */
 	__u64 softirq_since, softirq_last;  /* the current run of softirq work: began, its last handler's end */
 	__u64 softirq_rec;  /* its record: ring[(softirq_rec - 1) % RL_HOLD_RING] (0: none yet) */
+	__u64 work_fn, work_since;    /* the work item running on this CPU (workqueue_execute_start), 0: none */
+	__u64 work_long_fn, work_long_ns;  /* the longest item that ran since the CPU's last switch */
 	struct rl_cpu_hold ring[RL_HOLD_RING];
 };
 
@@ -494,8 +498,12 @@ static inline void rl_hold_switch(struct rl_cpu_holds *h, __u64 now, __u64 steal
 		const __u64 stolen = steal > h->since_steal ? steal - h->since_steal : 0;
 		const __u64 from = loop_woke > h->since_ns ? loop_woke : h->since_ns;
 		const int held_loop = !prev_other && loop_woke && now > from && now - from >= RL_HOLD_MIN_NS;
+		__u64 work_fn = h->work_long_fn, work_ns = h->work_long_ns;
 
-		if ((prev_other && dur >= RL_HOLD_MIN_NS) || stolen >= RL_HOLD_MIN_NS || held_loop) {
+		if (h->work_since && now > h->work_since && now - h->work_since > work_ns)
+			work_fn = h->work_fn, work_ns = now - h->work_since;  /* still running: so far */
+		if ((prev_other && dur >= RL_HOLD_MIN_NS) || stolen >= RL_HOLD_MIN_NS || held_loop ||
+		    work_ns >= RL_HOLD_MIN_NS) {
 			struct rl_cpu_hold *r = &h->ring[h->next % RL_HOLD_RING];
 
 			r->start_ns = h->since_ns;
@@ -506,6 +514,8 @@ static inline void rl_hold_switch(struct rl_cpu_holds *h, __u64 now, __u64 steal
 			r->kind = prev_other ? RL_HOLD_OTHER : held_loop ? RL_HOLD_LOOP : RL_HOLD_TASK;
 			r->flags = prev_flags;
 			r->waited_ns = held_loop ? now - from : 0;
+			r->work_fn = work_ns >= RL_HOLD_MIN_NS ? work_fn : 0;
+			r->work_ns = work_ns >= RL_HOLD_MIN_NS ? work_ns : 0;
 			for (int i = 0; i < 16; i++)
 				r->comm[i] = prev_comm[i];
 			h->next += 1;
@@ -513,6 +523,29 @@ static inline void rl_hold_switch(struct rl_cpu_holds *h, __u64 now, __u64 steal
 	}
 	h->since_ns = now;
 	h->since_steal = steal;
+	/* An item the switch interrupted is the leaving task's, not the next one's: timed so far
+	 * above, no further (its end, after the kworker runs again, is not seen as its). */
+	h->work_long_fn = 0;
+	h->work_long_ns = 0;
+	h->work_since = 0;
+}
+
+/* A work item begins (`fn`, workqueue_execute_start) or ends (workqueue_execute_end) on this
+ * CPU at `now`: the longest since the CPU's last switch is kept for the stretch's record (a
+ * kworker's: only a kworker runs work items). */
+static inline void rl_work_start(struct rl_cpu_holds *h, __u64 now, __u64 fn)
+{
+	h->work_fn = fn;
+	h->work_since = now;
+}
+
+static inline void rl_work_end(struct rl_cpu_holds *h, __u64 now)
+{
+	if (h->work_since && now > h->work_since && now - h->work_since > h->work_long_ns) {
+		h->work_long_ns = now - h->work_since;
+		h->work_long_fn = h->work_fn;
+	}
+	h->work_since = 0;
 }
 
 /* A softirq handler begins at `now` on this CPU: within RL_SOFTIRQ_GAP_NS of the last one's
@@ -549,6 +582,8 @@ static inline void rl_softirq_exit(struct rl_cpu_holds *h, __u64 now, __u32 cpu)
 		r->kind = RL_HOLD_SOFTIRQ;
 		r->flags = 0;
 		r->waited_ns = 0;
+		r->work_fn = 0;
+		r->work_ns = 0;
 		const char name[16] = "softirq";
 		for (int i = 0; i < 16; i++)
 			r->comm[i] = name[i];
@@ -575,8 +610,8 @@ static_assert(sizeof(struct rl_port_headroom) == 16, "rl_port_headroom layout");
 static_assert(sizeof(struct rl_pause_state) == 48, "rl_pause_state layout");
 static_assert(sizeof(struct rl_line_state) == 96, "rl_line_state layout");
 static_assert(sizeof(struct rl_depth_override) == 40, "rl_depth_override layout");
-static_assert(sizeof(struct rl_cpu_hold) == 64, "rl_cpu_hold layout");
-static_assert(sizeof(struct rl_cpu_holds) == 48 + 64 * RL_HOLD_RING, "rl_cpu_holds layout");
+static_assert(sizeof(struct rl_cpu_hold) == 80, "rl_cpu_hold layout");
+static_assert(sizeof(struct rl_cpu_holds) == 80 + 80 * RL_HOLD_RING, "rl_cpu_holds layout");
 static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");
 #else
 _Static_assert(sizeof(struct rl_pfc_frame) == RL_PFC_FRAME_LEN, "rl_pfc_frame layout");

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "agent/cpu_watch.h"
 #include "agent/exporter.h"
@@ -392,6 +393,29 @@ class Agent {
     return true;
   }
 
+  // What the witness kept, a kworker's work item by its function's name (not in the loop: once,
+  // for the figures).
+  void holds(AgentFigures& f) const {
+    const std::vector<rl_cpu_hold> kept = watch_->holds();
+    std::set<uint64_t> fns;
+    for (const rl_cpu_hold& h : kept)
+      if (h.work_fn) fns.insert(h.work_fn);
+    const auto names = sys::kernel_symbols(fns);
+    for (const rl_cpu_hold& h : kept) {
+      fabric::CpuHoldFigures x{h.cpu, h.tgid, h.comm, h.start_ns, h.dur_ns, h.steal_ns, h.kind == RL_HOLD_OTHER,
+                               h.kind == RL_HOLD_SOFTIRQ, h.kind == RL_HOLD_LOOP, (h.flags & RL_HOLD_F_KTHREAD) != 0,
+                               h.waited_ns};
+      if (h.work_fn) {
+        const auto it = names.find(h.work_fn);
+        char addr[24];
+        std::snprintf(addr, sizeof addr, "%#llx", static_cast<unsigned long long>(h.work_fn));
+        x.work = it != names.end() ? it->second : addr;
+        x.work_ns = h.work_ns;
+      }
+      f.holds.push_back(std::move(x));
+    }
+  }
+
   // The loop in a node's namespace until the scope ends (frames are sent and queues probed
   // from there), back to the agent's own held open.
   std::optional<sys::NetnsScope> in_node(const sys::Fd& netns, std::string& why) const {
@@ -569,8 +593,7 @@ class Agent {
       if (const rl_line_state l = watch_->line(slot); l.lost_ns)
         f.lines.push_back({nodes_[p.cfg->node].name, p.cfg->name, l.lost_ns, l.longest_ns, l.runs, l.gap_ns,
                            l.gap_at_ns});
-    for (const rl_cpu_hold& h : watch_->holds()) f.holds.push_back({h.cpu, h.tgid, h.comm, h.start_ns, h.dur_ns, h.steal_ns, h.kind == RL_HOLD_OTHER, h.kind == RL_HOLD_SOFTIRQ,
-                                      h.kind == RL_HOLD_LOOP, (h.flags & RL_HOLD_F_KTHREAD) != 0, h.waited_ns});
+    holds(f);
     if (wd_)
       for (uint32_t k : wd_->keys()) {
         const Port& p = ports_.at(rl_queue_slot(k));

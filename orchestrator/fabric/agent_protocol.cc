@@ -124,7 +124,8 @@ ordered_json to_json(const AgentFigures& f) {
   for (const auto& h : f.holds)
     holds.push_back({{"cpu", h.cpu}, {"pid", h.pid}, {"thread", h.thread}, {"start_ns", h.start_ns}, {"dur_ns", h.dur_ns},
                      {"steal_ns", h.steal_ns}, {"other", h.other}, {"softirq", h.softirq},
-                     {"loop", h.loop}, {"kthread", h.kthread}, {"waited_ns", h.waited_ns}});
+                     {"loop", h.loop}, {"kthread", h.kthread}, {"waited_ns", h.waited_ns}, {"work", h.work},
+                     {"work_ns", h.work_ns}});
   return {{"events", f.events},
           {"ignored", f.ignored},
           {"pauses", f.pauses},
@@ -249,7 +250,8 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
         f.holds.push_back({h.at("cpu").get<uint32_t>(), h.at("pid").get<uint32_t>(), h.at("thread").get<std::string>(),
                            h.at("start_ns").get<uint64_t>(), h.at("dur_ns").get<uint64_t>(),
                            h.value("steal_ns", uint64_t(0)), h.value("other", true), h.value("softirq", false),
-                           h.value("loop", false), h.value("kthread", false), h.value("waited_ns", uint64_t(0))});
+                           h.value("loop", false), h.value("kthread", false), h.value("waited_ns", uint64_t(0)),
+                           h.value("work", std::string()), h.value("work_ns", uint64_t(0))});
     return f;
   } catch (const std::exception& e) {
     why = std::string("the agent's figures: ") + e.what();

@@ -81,6 +81,8 @@ struct CpuHoldFigures {
   bool loop = false;     // not another program's, kept because the woken PFC loop waited through it
   bool kthread = false;  // a kernel thread's
   uint64_t waited_ns = 0;  // loop: of it, from the loop's wake-up to the switch to it
+  std::string work;        // a kworker's: the function of the longest work item it ran ("": none)
+  uint64_t work_ns = 0;    // how long that item ran
 };
 
 struct PortLeakFigures {

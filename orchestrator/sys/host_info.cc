@@ -142,6 +142,21 @@ RtBandwidth rt_bandwidth() {
   return out;
 }
 
+std::map<uint64_t, std::string> kernel_symbols(const std::set<uint64_t>& addrs) {
+  std::map<uint64_t, std::string> out;
+  if (addrs.empty()) return out;
+  std::ifstream in("/proc/kallsyms");
+  std::string line;
+  while (out.size() < addrs.size() && std::getline(in, line)) {
+    char type = 0, name[128] = {};
+    unsigned long long addr = 0;
+    if (std::sscanf(line.c_str(), "%llx %c %127s", &addr, &type, name) == 3 && addrs.count(addr) &&
+        (type == 't' || type == 'T'))
+      out.emplace(addr, name);
+  }
+  return out;
+}
+
 std::optional<uint64_t> other_processes_cpu_ns(const std::vector<int>& ours) {
   const long hz = sysconf(_SC_CLK_TCK);
   DIR* d = opendir("/proc");

@@ -3,7 +3,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,9 @@ std::optional<MachineSteal> machine_steal();
 // fabric's own softirq work runs in ksoftirqd), summed, from /proc/PID/stat: two readings
 // around a phase tell what other programs took from it. nullopt when /proc cannot be read.
 std::optional<uint64_t> other_processes_cpu_ns(const std::vector<int>& ours);
+// The kernel's function names at these addresses (/proc/kallsyms; root sees the addresses),
+// the ones found; an address not a symbol's start, or unreadable, is left out.
+std::map<uint64_t, std::string> kernel_symbols(const std::set<uint64_t>& addrs);
 // The machine's facts a measured figure depends on (bench output, results.json): CPU model,
 // logical CPUs, clocksource, kernel release, HZ-independent.
 struct MachineId {

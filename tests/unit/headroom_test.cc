@@ -226,6 +226,40 @@ TEST(CpuHolds, AStretchTheHypervisorTookIsKeptWhateverRan) {
 // The switch to the PFC loop, woken `loop_woke`: what ran since it woke is kept when that was
 // RL_HOLD_MIN_NS or more and not another program's (that one is kept as such), whoever it
 // was: ours, the kernel's thread or idle.
+// A kworker's stretch names the longest work item it ran, kept for that alone from 0.5 ms
+// (a namespace's teardown held the loop's CPU for up to 40 ms here); an item a switch
+// interrupts is the leaving task's, never the next one's.
+TEST(CpuHolds, TheLongestWorkItemOfAStretchIsKept) {
+  static rl_cpu_holds h{};
+  const char kworker[16] = "kworker/1:3", ours[16] = "rocelab";
+  rl_hold_switch(&h, 1'000'000, 0, 1, ours, 7, 0, 0, 0);
+  rl_work_start(&h, 1'100'000, 0xaaa);
+  rl_work_end(&h, 1'300'000);  // 0.2 ms
+  rl_work_start(&h, 1'300'000, 0xbbb);
+  rl_work_end(&h, 2'000'000);  // 0.7 ms: the longest
+  rl_work_start(&h, 2'000'000, 0xccc);
+  rl_work_end(&h, 2'100'000);
+  rl_hold_switch(&h, 2'200'000, 0, 1, kworker, 50, 0, RL_HOLD_F_KTHREAD, 0);  // 1.2 ms, not another's
+  ASSERT_EQ(h.next, 1u);
+  EXPECT_EQ(h.ring[0].kind, uint32_t(RL_HOLD_TASK));
+  EXPECT_EQ(h.ring[0].work_fn, 0xbbbu);
+  EXPECT_EQ(h.ring[0].work_ns, 700'000u);
+  // short items only: not kept
+  rl_work_start(&h, 2'300'000, 0xaaa);
+  rl_work_end(&h, 2'700'000);
+  rl_hold_switch(&h, 3'000'000, 0, 1, kworker, 50, 0, RL_HOLD_F_KTHREAD, 0);
+  EXPECT_EQ(h.next, 1u);
+  // an item still running at the switch: timed so far, and not carried into the next stretch
+  rl_work_start(&h, 3'100'000, 0xddd);
+  rl_hold_switch(&h, 4'000'000, 0, 1, kworker, 50, 0, RL_HOLD_F_KTHREAD, 0);
+  ASSERT_EQ(h.next, 2u);
+  EXPECT_EQ(h.ring[1].work_fn, 0xdddu);
+  EXPECT_EQ(h.ring[1].work_ns, 900'000u);
+  rl_work_end(&h, 5'000'000);  // its end, seen in the next task's stretch: not its
+  rl_hold_switch(&h, 5'000'000, 0, 1, ours, 7, 0, 0, 0);
+  EXPECT_EQ(h.next, 2u);
+}
+
 TEST(CpuHolds, WhatRanWhileTheWokenLoopWaitedIsKept) {
   static rl_cpu_holds h{};
   const char ours[16] = "rocelab", kthread[16] = "kworker/1:2", other[16] = "cc1plus";

@@ -346,6 +346,20 @@ TEST(AgentSink, StallsThatCostTheFabricOnePercentMakeTheRunInvalid) {
   model::MetricSet m2i;
   late.start_ns = 2'950'000'000, late.dur_ns = 100'000'000;  // its wait 3.0475-3.05 s, the stall 2.92-3.00 s
   says(beside({late}, m2i), "at most; neither another program nor the hypervisor held a CPU 0.5 ms or more meanwhile)");
+  // A kworker's item that is the machine's (a namespace's teardown, never this run's during
+  // its traffic) is the machine's, said with what it ran; one of the fabric's stays ours.
+  model::MetricSet m2j;
+  fabric::CpuHoldFigures teardown{1, 40, "kworker/1:3", 2'950'000'000, 8'000'000, 0, false, false, true, true, 3'000'000};
+  teardown.work = "cleanup_net", teardown.work_ns = 7'000'000;
+  says(beside({teardown}, m2j),
+       "meanwhile the kernel's own thread 'kworker/1:3' (its work the machine's, not the fabric's) held CPU 1 for 7.0 ms "
+       "of it, running cleanup_net for 7.0 ms: a network namespace's teardown, not this fabric's");
+  EXPECT_NEAR(m2j.at("machine_held_max").scalar, 7e-3 / 1000, 1e-12);
+  model::MetricSet m2k;
+  teardown.work = "linkwatch_event";
+  says(beside({teardown}, m2k), "meanwhile (the PFC loop, woken, waited behind the kernel's thread 'kworker/1:3' (running "
+                                "linkwatch_event for 7.0 ms) on CPU 1 for 8.0 ms of it");
+  EXPECT_EQ(m2k.at("machine_held_max").scalar, 0);
   // The hypervisor took 60 ms of an idle CPU's 150 ms stretch over the longest stall, and
   // 0.4 ms of this process's own: the first named, what was stolen the figure.
   model::MetricSet m2c;
