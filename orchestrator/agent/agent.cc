@@ -471,6 +471,8 @@ class Agent {
     if (e.decided_ns && e.decided_ns <= e.ts_ns && e.ts_ns - e.decided_ns < 1'000'000'000) {
       transits_.add(e.ts_ns - e.decided_ns);
       paths_.add(done - e.decided_ns);
+      auto& w = fig_.path_worst;
+      if (done - e.decided_ns > w.transit_ns + w.reaction_ns) w = {e.decided_ns, e.ts_ns - e.decided_ns, done - e.ts_ns};
     }
   }
 

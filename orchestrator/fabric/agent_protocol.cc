@@ -139,6 +139,8 @@ ordered_json to_json(const AgentFigures& f) {
           {"reaction_ns", summary_json(f.reaction_ns)},
           {"transit_ns", summary_json(f.transit_ns)},
           {"path_ns", summary_json(f.path_ns)},
+          {"path_worst",
+           {{"at_ns", f.path_worst.at_ns}, {"transit_ns", f.path_worst.transit_ns}, {"reaction_ns", f.path_worst.reaction_ns}}},
           {"reaction_budget_ns", f.reaction_budget_ns},
           {"budget_raises", f.budget_raises},
           {"pause_tail_packets", f.pause_tail_packets},
@@ -182,6 +184,10 @@ std::optional<AgentFigures> figures_from_json(const json& j, std::string& why) {
     f.reaction_ns = summary_from(j.at("reaction_ns"));
     if (j.contains("transit_ns")) f.transit_ns = summary_from(j.at("transit_ns"));
     if (j.contains("path_ns")) f.path_ns = summary_from(j.at("path_ns"));
+    if (j.contains("path_worst")) {
+      const auto& w = j.at("path_worst");
+      f.path_worst = {w.value("at_ns", uint64_t(0)), w.value("transit_ns", uint64_t(0)), w.value("reaction_ns", uint64_t(0))};
+    }
     f.reaction_budget_ns = u("reaction_budget_ns");
     f.budget_raises = u("budget_raises");
     f.pause_tail_packets = u("pause_tail_packets");

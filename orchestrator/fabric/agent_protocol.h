@@ -165,6 +165,11 @@ struct AgentFigures {
   } reaction_ns;
   Reaction transit_ns;  // the link's other end deciding XOFF -> its frame arriving here (BPF clocks)
   Reaction path_ns;     // the same decision -> the pause in force here: a pause's whole way, per pause
+  // The longest of those ways, split: when its XOFF was decided (CLOCK_MONOTONIC), the frame's
+  // way to here, and from its arrival to the pause in force (0: none timed).
+  struct WorstPath {
+    uint64_t at_ns = 0, transit_ns = 0, reaction_ns = 0;
+  } path_worst;
   uint64_t reaction_budget_ns = 0, budget_raises = 0;
   uint64_t pause_tail_packets = 0, leaked_packets = 0, leaked_bytes = 0;
   uint64_t storm_frames = 0;  // pause-storm frames sent, every storm

@@ -249,6 +249,37 @@ TEST(AgentSink, PgsRunningPastAPhysicalLinkMakeTheRunInvalidAndReactionsAreRepor
   }
 }
 
+// The longest pause path is split where it was spent, and what held the machine is looked
+// for over that path (CI: a path of 3.8 ms, the loop's longest stall 0.26 ms).
+TEST(AgentSink, TheLongestPausePathIsSplitAndWhatHeldItNamed) {
+  const auto s = must_load(kIncast);
+  const auto plan = fabric::plan_kernel(s);
+  FakeTestbed tb(s);
+  fabric::AgentFigures f;
+  f.reaction_ns = {1000, 40'000, 100'000, 400'000, {}};
+  f.path_ns = {1000, 50'000, 200'000, 3'200'000, {}};
+  f.path_worst = {6'000'000'000, 3'000'000, 200'000};  // the frame's way 3 ms from 6 s
+  f.stalls = {{5'000'000'000, 300'000, 300'000}};      // the loop's longest stall, elsewhere
+  f.holds = {{0, 4242, "stress-ng", 5'999'000'000, 4'000'000, 0, true}};  // 3.0 ms of the path's 3.2
+  tb.figures = f;
+  fabric::PortStats ps{"sw", "h1", 0, {}};
+  for (const auto& np : plan.nodes)
+    for (const auto& p : np.ports)
+      if (np.node == "sw" && p.ifname == "h1") ps.ifindex = p.ifindex;
+  rl_counters& c = ps.prio[3].c;
+  c.pg_episodes = 10, c.pg_overshoot_max = 2 * 1514 + 6250 + 35'000, c.pg_overshoot_sum = 10 * 6000;
+  tb.stats = {ps};
+  AgentCollect run;
+  ASSERT_TRUE(run.run(s, plan, tb));
+  EXPECT_NE(run.invalid.find("(the longest pause path 3200 us of wall clock: the XOFF frame's way 3000 us, the agent's "
+                             "reaction from its arrival 200 us, the PFC loop's longest stall"),
+            std::string::npos)
+      << run.invalid;
+  EXPECT_NE(run.invalid.find("; meanwhile another program held CPU 0 for 3.0 ms of it (thread 'stress-ng', process 4242))"),
+            std::string::npos)
+      << run.invalid;
+}
+
 // The agent sink: the PFC loop's stalls within the traffic phase, each past the two frame
 // times a shaper makes up (kIncast: 100 Gbit/s / D = 1000, MTU 1500: 0.242 ms), make
 // agent_stalled; the longest is agent_stall_max (physical). Past 1 % of the phase the run is
