@@ -554,7 +554,7 @@ int rl_egress(struct __sk_buff *skb)
 	/* Marked at dequeue, an ECT packet is decided by the port it arrives at; what is not
 	 * ECT meets WRED here, at admission, in both modes (a drop takes no buffer). */
 	int dequeue = cfg->ecn_marking == RL_ECN_AT_DEQUEUE && self && self->peer;
-	if (tos >= 0 && ecn_on && cfg->ecn[prio].enabled && !(dequeue && (tos & 3)) && ecn_hit(&cfg->ecn[prio], depth)) {
+	if (tos >= 0 && ecn_on && cfg->ecn[prio].enabled && !(dequeue && (tos & 3)) && ecn_hit(&cfg->ecn[prio], depth, skb, cfg->draw_key, rl_queue_key(slot, prio))) {
 		if (tos & 3) {
 			/* ECT(0), ECT(1) or already CE: CE set, IPv4 checksum fixed by the helper. */
 			if (bpf_skb_ecn_set_ce(skb) && cnt)

@@ -110,7 +110,7 @@ static __always_inline void mark_at_dequeue(struct __sk_buff *skb, const struct 
 	if (!peer || (peer->flags & RL_PORT_NO_ECN))
 		return;
 	__u32 q = queue_depth(peer->root_qdisc ? qdisc_at(peer->root_qdisc) : 0, peer, prio);
-	if (!ecn_hit(&cfg->ecn[prio], q))
+	if (!ecn_hit(&cfg->ecn[prio], q, skb, cfg->draw_key, rl_queue_key(from, prio)))
 		return;
 	struct rl_counters *cnt = counters_of(RL_FIRST_PORT_IFINDEX + from, prio);
 	if (bpf_skb_ecn_set_ce(skb) && cnt)

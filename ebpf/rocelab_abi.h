@@ -173,7 +173,7 @@ struct rl_config {
 	__s32 dynamic_th;    /* alpha = 2^dynamic_th */
 	__u8 pg_index[RL_NUM_PRIO]; /* priority -> its row in pg_ring (PFC priorities), else 0xff */
 	__u32 pg_rows;       /* PFC priorities: the rows of pg_ring per port */
-	__u32 pad2;
+	__u32 draw_key;      /* keys each packet's ECN draw (the scenario's seed): a run's marks repeat */
 };
 
 /* What XOFF counts (DESIGN.md §2). INGRESS, the default and what switches do: the bytes a

@@ -125,6 +125,8 @@ KernelPlan plan_kernel(const model::Scenario& s, bool hosts_in_init) {
   kp.hosts_in_init = hosts_in_init;
   kp.rxe = s.hosts.engine == "rxe";
   kp.port_config = make_port_config(s.qos);
+  // Each packet's ECN draw is keyed by the seed (mark_draw in ebpf/queue_depth.bpf.h).
+  kp.port_config.draw_key = static_cast<uint32_t>(splitmix64(s.seed ^ 0x65636e64ULL));
   for (const auto& l : s.links) kp.max_link_delay_ns = std::max(kp.max_link_delay_ns, l.delay.ns);
   if (const auto& w = s.qos.pfc.watchdog; w.enabled && w.detection && w.restoration && w.poll) {
     kp.watchdog = true;

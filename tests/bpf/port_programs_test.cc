@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -230,14 +231,37 @@ void link_peers() {
   ASSERT_TRUE(lab().progs->set_port_info(1, b, why)) << why;
 }
 
-// 100,000 draws a point: at 10,000 the paper preset's mid-curve point expects 50 marks, where
-// the binomial's upper tail is heavier than the normal's the tolerance assumes; CI once read
-// 79 (4.1 sigma). At 4.5 sigma the four points that draw decide: a false failure in ~30,000 runs.
+// The frame as the `psn`-th packet of its QP: RoCEv2's BTH PSN (bytes 9-11 of the BTH, past
+// the UDP header), all that tells one packet of a flow from the next.
+std::vector<uint8_t> with_psn(std::vector<uint8_t> f, uint32_t psn) {
+  uint8_t* bth = f.data() + 14 + 20 + 8;
+  bth[8] = 0;
+  bth[9] = static_cast<uint8_t>(psn >> 16);
+  bth[10] = static_cast<uint8_t>(psn >> 8);
+  bth[11] = static_cast<uint8_t>(psn);
+  return f;
+}
+
+// Which of `n` successive packets of one QP the program marks (CE out), one run each.
+std::vector<bool> marked(int prog_fd, int port, uint32_t n, uint8_t ecn = 2, uint8_t ttl = 64) {
+  std::vector<bool> m(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    auto f = with_psn(udp_frame(26, ecn), i);
+    f[14 + 8] = ttl;  // the checksum no longer matches; the draw must not read either
+    m[i] = (run(prog_fd, f, port).out[15] & 3) == 3;
+  }
+  return m;
+}
+
+// 40,000 packets a point, each of them different (the draw is the packet's, so repeating one
+// packet draws one number): at the paper preset's mid-curve point 200 marks are expected.
+// The draws are a hash, so a point passes or fails the same every run; 4.5 sigma of the
+// binomial says the hash is as uniform as a random draw would be.
 // Both marking points: at enqueue A's egress decides by the bytes ahead of the packet, at
 // dequeue B's ingress by what A's queue holds as the packet arrives from it; either way the
 // mark is counted on A's queue, and the other program leaves ECT packets alone.
 TEST_F(PortPrograms, MarkFractionFollowsTheCurveForBothPresetsAtEnqueueAndDequeue) {
-  const uint32_t n = 100000;
+  const uint32_t n = 40000;
   link_peers();
   for (uint8_t marking : {RL_ECN_AT_ENQUEUE, RL_ECN_AT_DEQUEUE})
     for (Preset p : {Preset{"nvidia", 150 * 1024, 1500 * 1024, 1.0}, Preset{"paper", 5 * 1024, 200 * 1024, 0.01}}) {
@@ -256,9 +280,9 @@ TEST_F(PortPrograms, MarkFractionFollowsTheCurveForBothPresetsAtEnqueueAndDequeu
         set_depth(3, depth);
         double want = depth < p.kmin ? 0 : depth > p.kmax ? 1 : p.pmax * (depth - p.kmin) / span;
         uint64_t before = at(kPortA, 3).ecn_marked, b_before = at(kPortB, 3).ecn_marked;
-        Result r = run(decides, udp_frame(26, 2), decides_port, n);
-        EXPECT_EQ(r.retval, 0);
+        const auto m = marked(decides, decides_port, n);
         double got = static_cast<double>(at(kPortA, 3).ecn_marked - before) / n;
+        EXPECT_EQ(static_cast<double>(std::count(m.begin(), m.end(), true)) / n, got) << "each mark is a CE set";
         double tol = std::max(0.02 * p.pmax, 4.5 * std::sqrt(want * (1 - want) / n));
         EXPECT_NEAR(got, want, tol) << at_name << " " << p.name << " depth " << depth;
         EXPECT_EQ(at(kPortB, 3).ecn_marked, b_before) << at_name << ": counted on the queue the packet left (A's)";
@@ -275,6 +299,33 @@ TEST_F(PortPrograms, MarkFractionFollowsTheCurveForBothPresetsAtEnqueueAndDequeu
         }
       }
     }
+}
+
+// A packet's ECN draw is its own (mark_draw): the same packets at the same depth are marked
+// the same every time, whatever their TTL or ECN codepoint on the way (hop by hop fields);
+// another run key (another seed) marks other packets, and so does another queue.
+TEST_F(PortPrograms, APacketsMarkIsDrawnFromItselfTheSeedAndTheQueue) {
+  const uint32_t n = 4000;
+  rl_config c = base_config();
+  c.ecn[3] = {1000, 3000, 0xffffffffu, 1};  // p = 0.5 at 2000 bytes
+  c.draw_key = 12345;
+  set_config(c);
+  set_depth(3, 2000);
+  const auto a = marked(egress(), kPortA, n);
+  const auto share = static_cast<double>(std::count(a.begin(), a.end(), true)) / n;
+  EXPECT_NEAR(share, 0.5, 0.05);
+  EXPECT_EQ(marked(egress(), kPortA, n), a) << "the same packets, the same marks";
+  EXPECT_EQ(marked(egress(), kPortA, n, 1, 17), a) << "ECT(1) and another TTL: the same packets";
+  auto differ = [&](const std::vector<bool>& b) {
+    size_t d = 0;
+    for (uint32_t i = 0; i < n; ++i) d += a[i] != b[i];
+    return static_cast<double>(d) / n;
+  };
+  // Independent draws at p = 0.5 differ on half the packets.
+  EXPECT_NEAR(differ(marked(egress(), kPortC, n)), 0.5, 0.05) << "another queue draws anew";
+  c.draw_key = 54321;
+  set_config(c);
+  EXPECT_NEAR(differ(marked(egress(), kPortA, n)), 0.5, 0.05) << "another seed draws anew";
 }
 
 // Dequeue marking sets CE with a valid checksum too, leaves non-ECT alone, and falls back to
