@@ -1507,16 +1507,20 @@ const std::vector<Command>& commands() {
        cmd_compare},
       {"sweep", "SCENARIO", "run a scenario over a grid of knob values and seeds; a table and a report",
        "One run per point of the grid: every combination of the --set axes (KEY=V1,V2,...), each at\n"
-       "every --seeds seed. Writes OUT/{sweep.json (the plan), points/NNNN/ (each run directory),\n"
-       "sweep.csv (a row a run: the knobs, the seed, the exit code, each figure), report.html\n"
-       "(each figure against each knob: the seeds' mean as a line, their min-max as a band, the\n"
-       "table beside)}. An invalid run (exit 2) runs again once at 2 x D; Ctrl-C stops after the\n"
-       "current run, and the same command with the same --out resumes where it stopped. Exit 0\n"
-       "when every run was measured (its own assertions may fail: that is a figure), 5 when\n"
-       "one could not be, 2 when stopped.",
+       "every --seeds seed, --repeat times. Writes OUT/{sweep.json (the plan), points/NNNN/ (each\n"
+       "run directory), sweep.csv (a row a run: the knobs, the seed, the run, the exit code, each\n"
+       "figure), report.html (each figure against each knob: the runs' mean as a line, their\n"
+       "min-max as a band; each figure's spread run to run and seed to seed; the table)}. The\n"
+       "same seed need not give the same figures: what moves between runs at one seed is real\n"
+       "timing, and --repeat measures it (a knob's effect smaller than it is not shown). An\n"
+       "invalid run (exit 2) runs again once at 2 x D; Ctrl-C stops after the current run, and\n"
+       "the same command with the same --out resumes where it stopped. Exit 0 when every run\n"
+       "was measured (its own assertions may fail: that is a figure), 5 when one could not be,\n"
+       "2 when stopped.",
        "sudo rocelab sweep scenarios/incast-dcqcn.yaml --set qos.ecn.kmin=8KB,16KB,32KB,64KB,128KB --seeds 1-3\n"
        "  sudo rocelab sweep --out runs/s1 --set qos.pfc.xoff=32KB,64KB,128KB --figure 'max(queue_max)' "
-       "scenarios/incast-lossless.yaml",
+       "scenarios/incast-lossless.yaml\n"
+       "  sudo rocelab sweep --repeat 5 --figure 'max(busbw)' --figure 'max(jct)' scenarios/allreduce-ring.yaml",
        add_sweep_options, cmd_sweep},
       {"lab", "ACTION [LAB]", "the RoCE tuning track: exercises graded on real runs",
        "Labs teach tuning a RoCE fabric one knob at a time: each gives you a scenario that\n"

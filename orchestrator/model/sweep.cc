@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <map>
 
 namespace rocelab::model {
 
@@ -57,6 +59,9 @@ std::string SweepPoint::label(const SweepGrid& g) const {
     out += (out.empty() ? "" : " ") + key.substr(key.rfind('.') + 1) + "=" + g.axes[i].values[values[i]];
   }
   if (seed) out += (out.empty() ? "" : " ") + std::string("seed ") + std::to_string(*seed);
+  if (g.repeat > 1)
+    out += (out.empty() ? "" : " ") + std::string("(run ") + std::to_string(repeat + 1) + " of " +
+           std::to_string(g.repeat) + ")";
   return out;
 }
 
@@ -126,13 +131,54 @@ std::vector<SweepPoint> sweep_points(const SweepGrid& g) {
       vals[i] = rest % g.axes[i].values.size();
       rest /= g.axes[i].values.size();
     }
-    for (size_t s = 0; s < seeds; ++s) {
-      SweepPoint p;
-      p.index = out.size();
-      p.values = vals;
-      if (!g.seeds.empty()) p.seed = g.seeds[s];
-      out.push_back(std::move(p));
+    for (size_t s = 0; s < seeds; ++s)
+      for (size_t r = 0; r < std::max<size_t>(1, g.repeat); ++r) {
+        SweepPoint p;
+        p.index = out.size();
+        p.values = vals;
+        if (!g.seeds.empty()) p.seed = g.seeds[s];
+        p.repeat = r;
+        out.push_back(std::move(p));
+      }
+  }
+  return out;
+}
+
+namespace {
+
+// (max - min) / |mean| of the values, nullopt for fewer than two or a zero mean that moved.
+std::optional<double> relative_spread(const std::vector<double>& v) {
+  if (v.size() < 2) return std::nullopt;
+  const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+  if (*lo == *hi) return 0.0;
+  double sum = 0;
+  for (double x : v) sum += x;
+  const double mean = sum / double(v.size());
+  if (mean == 0) return std::nullopt;
+  return (*hi - *lo) / std::fabs(mean);
+}
+
+void widen(std::optional<double>& widest, std::optional<double> s) {
+  if (s && (!widest || *s > *widest)) widest = s;
+}
+
+}  // namespace
+
+FigureSpread figure_spread(const std::vector<SweepPoint>& points, const std::vector<std::optional<double>>& values) {
+  // knob values -> seed -> the runs' values
+  std::map<std::vector<size_t>, std::map<std::optional<uint64_t>, std::vector<double>>> groups;
+  for (size_t i = 0; i < points.size() && i < values.size(); ++i)
+    if (values[i] && std::isfinite(*values[i])) groups[points[i].values][points[i].seed].push_back(*values[i]);
+  FigureSpread out;
+  for (const auto& [knobs, by_seed] : groups) {
+    std::vector<double> means;
+    for (const auto& [seed, runs] : by_seed) {
+      widen(out.run_to_run, relative_spread(runs));
+      double sum = 0;
+      for (double x : runs) sum += x;
+      means.push_back(sum / double(runs.size()));
     }
+    widen(out.seed_to_seed, relative_spread(means));
   }
   return out;
 }

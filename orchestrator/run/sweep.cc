@@ -25,7 +25,7 @@ using json = nlohmann::ordered_json;
 constexpr size_t kMaxResults = 64u << 20;  // a run's results.json, read back
 
 // Each chart: a figure against one axis, a line per combination of the other axes, the
-// seeds' mean drawn solid and their min-max as a band.
+// mean of its runs (seeds and repeats) drawn solid and their min-max as a band.
 const char* kSweepScript = R"JS(
 (function(){
 const D = JSON.parse(document.getElementById('data').textContent);
@@ -35,8 +35,8 @@ D.charts.forEach(c => {
   const ds = [];
   c.lines.forEach((l, j) => {
     const col = colors[j % colors.length];
-    ds.push({ label: l.label + ' (seeds: max)', data: l.max, borderColor: col + '55', pointRadius: 0, borderWidth: 1, fill: false });
-    ds.push({ label: l.label + ' (seeds: min)', data: l.min, borderColor: col + '55', pointRadius: 0, borderWidth: 1,
+    ds.push({ label: l.label + ' (runs: max)', data: l.max, borderColor: col + '55', pointRadius: 0, borderWidth: 1, fill: false });
+    ds.push({ label: l.label + ' (runs: min)', data: l.min, borderColor: col + '55', pointRadius: 0, borderWidth: 1,
               backgroundColor: col + '22', fill: '-1' });
     ds.push({ label: l.label, data: l.mean, borderColor: col, backgroundColor: col, tension: 0 });
   });
@@ -60,6 +60,12 @@ json plan_json(const SweepOptions& o, const std::string& scenario_text) {
           {"figures", o.figures},        {"scale", o.scale ? json(*o.scale) : json(nullptr)}};
 }
 
+json plan_of(const SweepOptions& o, const std::string& scenario_text) {
+  json plan = plan_json(o, scenario_text);
+  if (o.grid.repeat > 1) plan["repeat"] = o.grid.repeat;  // absent at 1: a sweep from before --repeat resumes
+  return plan;
+}
+
 std::optional<json> read_json(const std::string& path) {
   std::string why;
   auto text = sys::read_file(path, kMaxResults, why);
@@ -77,8 +83,8 @@ Status prepare_dir(const SweepOptions& o, const json& plan, bool& resumed) {
   if (resumed) {
     auto old = read_json(plan_path);
     if (!old || *old != plan)
-      return error(Errc::kBadInput, o.out_dir + " holds another sweep (its sweep.json differs: scenario, --set, --seeds "
-                                                "or --figure): choose another --out, or remove it");
+      return error(Errc::kBadInput, o.out_dir + " holds another sweep (its sweep.json differs: scenario, --set, --seeds, "
+                                                "--repeat or --figure): choose another --out, or remove it");
     return sys::make_own_dir(o.out_dir + "/points");
   }
   if (auto st = sys::make_private_dir(o.out_dir); !st) return st;
@@ -134,14 +140,14 @@ std::string csv_field(const std::string& s) {
 std::string sweep_csv(const SweepOptions& o, const std::vector<SweepRow>& rows) {
   std::string c = "point";
   for (const auto& a : o.grid.axes) c += "," + csv_field(a.key);
-  c += ",seed,exit_code,retried,run_dir";
+  c += ",seed,run,exit_code,retried,run_dir";
   for (const auto& f : o.figures) c += "," + csv_field(f);
   c += "\n";
   for (const auto& r : rows) {
     c += std::to_string(r.point.index);
     for (size_t i = 0; i < o.grid.axes.size(); ++i) c += "," + csv_field(o.grid.axes[i].values[r.point.values[i]]);
     c += "," + (r.point.seed ? std::to_string(*r.point.seed) : std::string()) + "," +
-         (r.exit_code < 0 ? std::string() : std::to_string(r.exit_code)) + "," + (r.retried ? "1" : "0") + "," +
+         std::to_string(r.point.repeat + 1) + "," + (r.exit_code < 0 ? std::string() : std::to_string(r.exit_code)) + "," + (r.retried ? "1" : "0") + "," +
          csv_field(r.run_dir);
     for (const auto& f : r.figures) c += "," + (f ? num(*f) : std::string());
     for (size_t i = r.figures.size(); i < o.figures.size(); ++i) c += ",";
@@ -188,29 +194,46 @@ json sweep_charts(const SweepOptions& o, const std::vector<SweepRow>& rows) {
   return charts;
 }
 
+std::string percent(const std::optional<double>& v) { return v ? fmt::format("{:.1f} %", 100 * *v) : "-"; }
+
+// Each figure's spread: run to run at one seed beside seed to seed (model::figure_spread).
+std::string spread_table(const SweepOptions& o, const std::vector<model::FigureSpread>& spreads) {
+  if (o.grid.repeat < 2 && o.grid.seeds.size() < 2) return "";
+  std::string h = "<h2>Spread</h2><p class=\"note\">(max - min) / mean of a group, the widest group's: run to run over "
+                  "the runs of one knob value at one seed (real timing), seed to seed over the seeds' means. A "
+                  "difference between two knob values smaller than these is not shown by this sweep.</p><table>"
+                  "<tr><th>figure</th><th>run to run</th><th>seed to seed</th></tr>";
+  for (size_t i = 0; i < o.figures.size() && i < spreads.size(); ++i)
+    h += "<tr><td><code>" + xml_escape(o.figures[i]) + "</code></td><td>" + percent(spreads[i].run_to_run) +
+         "</td><td>" + percent(spreads[i].seed_to_seed) + "</td></tr>";
+  return h + "</table>";
+}
+
 std::string sweep_body(const SweepOptions& o, const std::string& name, const std::vector<SweepRow>& rows,
-                       const json& charts) {
+                       const json& charts, const std::vector<model::FigureSpread>& spreads) {
   std::string h = "<h1>sweep: " + xml_escape(name) + "</h1><p class=\"note\">" + xml_escape(o.scenario_path);
   for (const auto& f : o.grid.fixed) h += ", --set " + xml_escape(f);
   std::string seeds;
   for (auto s : o.grid.seeds) seeds += (seeds.empty() ? "" : ", ") + std::to_string(s);
   h += seeds.empty() ? ", the file's seed" : ", seeds " + seeds;
-  h += fmt::format("; {} runs. Each chart: the figure against one knob, the line the seeds' mean, the band their "
-                   "min-max. Figures are physical.</p><div id=\"errors\"></div>",
+  if (o.grid.repeat > 1) h += fmt::format(", {} runs at each", o.grid.repeat);
+  h += fmt::format("; {} runs. Each chart: the figure against one knob, the line the mean of its runs, the band "
+                   "their min-max. Figures are physical.</p><div id=\"errors\"></div>",
                    rows.size());
+  h += spread_table(o, spreads);
   for (const auto& c : charts)
     h += "<h2>" + xml_escape(c["figure"].get<std::string>()) + " against " + xml_escape(c["axis"].get<std::string>()) +
          "</h2><div class=\"chart\"><canvas id=\"" + c["id"].get<std::string>() + "\"></canvas></div>";
   h += "<h2>Every run</h2><table><tr><th>#</th>";
   for (const auto& a : o.grid.axes) h += "<th>" + xml_escape(a.key) + "</th>";
-  h += "<th>seed</th><th>exit</th>";
+  h += "<th>seed</th><th>run</th><th>exit</th>";
   for (const auto& f : o.figures) h += "<th><code>" + xml_escape(f) + "</code></th>";
   h += "<th>run directory</th></tr>";
   for (const auto& r : rows) {
     h += "<tr><td>" + std::to_string(r.point.index) + "</td>";
     for (size_t i = 0; i < o.grid.axes.size(); ++i) h += "<td>" + xml_escape(o.grid.axes[i].values[r.point.values[i]]) + "</td>";
     h += "<td>" + (r.point.seed ? std::to_string(*r.point.seed) : std::string("-")) + "</td><td>" +
-         (r.exit_code < 0 ? std::string("not run") : std::to_string(r.exit_code) + (r.retried ? " (2xD)" : "")) + "</td>";
+         std::to_string(r.point.repeat + 1) + "</td><td>" + (r.exit_code < 0 ? std::string("not run") : std::to_string(r.exit_code) + (r.retried ? " (2xD)" : "")) + "</td>";
     for (size_t i = 0; i < o.figures.size(); ++i)
       h += "<td>" + (i < r.figures.size() && r.figures[i] ? num(*r.figures[i]) : std::string("-")) + "</td>";
     h += "<td>" + xml_escape(r.run_dir) + "</td></tr>";
@@ -224,8 +247,18 @@ Status write_outputs(const SweepOptions& o, const std::string& name, const std::
   out.csv = o.out_dir + "/sweep.csv";
   if (!sys::write_file(out.csv, sweep_csv(o, rows), why)) return error(Errc::kEnvironment, why);
   const json charts = sweep_charts(o, rows);
+  out.spreads.clear();
+  for (size_t f = 0; f < o.figures.size(); ++f) {
+    std::vector<model::SweepPoint> points;
+    std::vector<std::optional<double>> values;
+    for (const auto& r : rows) {
+      points.push_back(r.point);
+      values.push_back(f < r.figures.size() ? r.figures[f] : std::nullopt);
+    }
+    out.spreads.push_back(model::figure_spread(points, values));
+  }
   out.html = o.out_dir + "/report.html";
-  const std::string page = html_page("rocelab sweep: " + name, sweep_body(o, name, rows, charts),
+  const std::string page = html_page("rocelab sweep: " + name, sweep_body(o, name, rows, charts, out.spreads),
                                      json{{"charts", charts}}.dump(), kSweepScript, chartjs);
   if (!sys::write_file(out.html, page, why)) return error(Errc::kEnvironment, why);
   return Ok{};
@@ -273,7 +306,7 @@ Result<SweepResult> run_sweep(const SweepOptions& o) {
   auto chartjs = sys::read_file(o.chartjs, 16u << 20, why);
   if (!chartjs) return error(Errc::kEnvironment, o.chartjs + " is missing: install Debian's libjs-chart.js (scripts/setup.sh does)");
   bool resumed = false;
-  if (auto st = prepare_dir(o, plan_json(o, *text), resumed); !st) return st.error();
+  if (auto st = prepare_dir(o, plan_of(o, *text), resumed); !st) return st.error();
   if (resumed && o.say) o.say("resuming the sweep in " + o.out_dir);
 
   SweepResult out;

@@ -3,7 +3,8 @@
 // run: the knobs, the seed, the exit code and each figure) and report.html (each figure
 // against each knob, the seeds' spread drawn as a band, the table beside it). Resumable:
 // the same command with the same --out runs only the points without a finished run
-// (exit 0 or 1). An invalid run (exit 2) is run again once at 2 x D, as every runner does.
+// (exit 0 or 1). With --repeat each point runs several times at each seed, and each figure's
+// spread run to run is set beside its spread seed to seed. An invalid run (exit 2) is run again once at 2 x D, as every runner does.
 #pragma once
 
 #include <atomic>
@@ -38,6 +39,7 @@ struct SweepRow {
 
 struct SweepResult {
   std::vector<SweepRow> rows;
+  std::vector<model::FigureSpread> spreads;  // each figure's, in SweepOptions.figures order
   std::string csv, html;
   size_t ran = 0, reused = 0, retried = 0;
   bool stopped = false;

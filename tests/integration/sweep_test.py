@@ -89,6 +89,39 @@ class Sweep(unittest.TestCase):
         self.assertIn("holds another sweep", r.stderr)
 
 
+@unittest.skipUnless(os.geteuid() == 0, "needs root: each run makes a fabric")
+class Repeat(unittest.TestCase):
+    """--repeat: each point several times at one seed (issue 48, build 7), and each figure's
+    spread run to run: a row a run with its number, the spread printed and in the report."""
+
+    def test_each_point_runs_again_at_its_seed_and_the_spread_is_said(self):
+        tmp = tempfile.mkdtemp(prefix="rocelab-repeat-")
+        try:
+            path = os.path.join(tmp, "s.yaml")
+            with open(path, "w") as f:
+                f.write(SCENARIO.format(name=f"rp{os.getpid() % 100000}"))
+            out = os.path.join(tmp, "out")
+            r = subprocess.run([ROCELAB, "sweep", "--json", "--out", out, "--repeat", "2", "--figure", "lossless_drops",
+                                "--figure", "max(jct)", path], capture_output=True, text=True, timeout=600)
+            harness.log_retries("sweep repeat", r.stderr)
+            self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+            with open(os.path.join(out, "sweep.csv")) as f:
+                rows = list(csv.DictReader(f))
+            self.assertEqual([(x["seed"], x["run"], x["exit_code"]) for x in rows], [("", "1", "0"), ("", "2", "0")])
+            spread = json.loads(r.stdout)["spread"]
+            # PFC-only, lossless: no drop in either run, so nothing moved.
+            self.assertEqual(spread["lossless_drops"], {"run_to_run": 0, "seed_to_seed": None})
+            jct = [float(x["max(jct)"]) for x in rows]
+            self.assertAlmostEqual(spread["max(jct)"]["run_to_run"], (max(jct) - min(jct)) / (sum(jct) / 2), delta=1e-5)
+            with open(os.path.join(out, "report.html")) as f:
+                self.assertIn("<h2>Spread</h2>", f.read())
+            bad = subprocess.run([ROCELAB, "sweep", "--repeat", "21", path], capture_output=True, text=True, timeout=60)
+            self.assertEqual(bad.returncode, 3)
+            self.assertIn("--repeat 21: from 1 to 20", bad.stderr)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root: the two runs make fabrics")
 class Compare(harness.SharedRun):
     @classmethod

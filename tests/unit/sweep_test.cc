@@ -60,6 +60,50 @@ TEST(SweepGrid, PointsVaryTheLastAxisFastestAndSeedsInnermost) {
   EXPECT_FALSE(sweep_points(*g)[0].seed.has_value());
 }
 
+TEST(SweepGrid, RepeatsRunEachSeedSeveralTimesInnermost) {
+  std::string why;
+  auto g = parse_grid({"a.x=1,2"}, why);
+  ASSERT_TRUE(g);
+  g->seeds = {7, 8};
+  g->repeat = 3;
+  auto pts = sweep_points(*g);
+  ASSERT_EQ(pts.size(), 12u);
+  EXPECT_EQ(pts[0].label(*g), "x=1 seed 7 (run 1 of 3)");
+  EXPECT_EQ(pts[2].label(*g), "x=1 seed 7 (run 3 of 3)");
+  EXPECT_EQ(pts[3].label(*g), "x=1 seed 8 (run 1 of 3)");
+  EXPECT_EQ(pts[11].label(*g), "x=2 seed 8 (run 3 of 3)");
+  EXPECT_EQ(pts[4].repeat, 1u);
+}
+
+// Run to run: the widest group of one knob value at one seed; seed to seed: the widest
+// spread of the seeds' means of one knob value. Unmeasured runs are left out.
+TEST(SweepSpread, RunToRunIsWithinASeedAndSeedToSeedIsBetweenTheirMeans) {
+  std::string why;
+  auto g = parse_grid({"a.x=1,2"}, why);
+  ASSERT_TRUE(g);
+  g->seeds = {1, 2};
+  g->repeat = 2;
+  const auto pts = sweep_points(*g);  // x=1: s1 r1, s1 r2, s2 r1, s2 r2; x=2: the same
+  // x=1: seed 1 reads 100 and 110 (10 / 105), seed 2 reads 200 twice; means 105 and 200.
+  // x=2: seed 1 reads 50 and one run measured nothing, seed 2 reads 50 and 60 (10 / 55).
+  const std::vector<std::optional<double>> v = {100, 110, 200, 200, 50, std::nullopt, 50, 60};
+  const auto s = figure_spread(pts, v);
+  ASSERT_TRUE(s.run_to_run);
+  EXPECT_NEAR(*s.run_to_run, 10.0 / 55, 1e-12);
+  ASSERT_TRUE(s.seed_to_seed);
+  EXPECT_NEAR(*s.seed_to_seed, 95.0 / 152.5, 1e-12);
+  // One run a seed: no run-to-run spread; a figure that never moves: 0.
+  g->repeat = 1;
+  const auto one = sweep_points(*g);
+  const auto s1 = figure_spread(one, {3, 3, 3, 3});
+  EXPECT_FALSE(s1.run_to_run);
+  EXPECT_EQ(s1.seed_to_seed, 0.0);
+  // A zero mean that moved has no relative spread.
+  SweepGrid seeds_only;
+  seeds_only.seeds = {1, 2};
+  EXPECT_FALSE(figure_spread(sweep_points(seeds_only), {-1, 1}).seed_to_seed);
+}
+
 TEST(Figures, AFigureIsOneNumberNotAComparison) {
   auto ok = parse_value("max(queue_max) / 1KB");
   ASSERT_FALSE(ok.error) << ok.error->message;
