@@ -409,6 +409,7 @@ int run_vm(const po::variables_map& vm, const model::Scenario& s) {
   }
   run::VmRunOptions o;
   o.scenario_path = vm["scenario"].as<std::string>();
+  o.scenario_source = s.source;
   o.instance_name = s.name;
   if (vm.count("out")) o.out_dir = vm["out"].as<std::string>();
   if (vm.count("scale")) o.run_args.push_back("--scale=" + fmt::format("{}", vm["scale"].as<double>()));

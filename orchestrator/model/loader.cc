@@ -957,50 +957,67 @@ std::optional<std::string> rescale(Scenario& s, double d) {
   return std::nullopt;
 }
 
-LoadResult load_scenario_file(const std::string& path, const std::vector<std::string>& sets) {
-  auto refuse = [&](std::string why) {
-    LoadResult res{std::nullopt, Diagnostics(path)};
-    res.diags.add(ErrorKind::kIo, Position{}, "cannot read the file: " + std::move(why));
-    return res;
-  };
+std::optional<std::string> read_scenario_bytes(const std::string& path, std::string& why) {
   // Non-blocking, so a FIFO with no writer cannot hang us; only a regular file of bounded
   // size is read (a device such as /dev/zero never ends).
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return refuse(std::strerror(errno));
+  if (fd < 0) return why = std::strerror(errno), std::nullopt;
   struct Close {
     int fd;
     ~Close() { ::close(fd); }
   } closer{fd};
   struct stat st {};
-  if (fstat(fd, &st) != 0) return refuse(std::strerror(errno));
-  if (S_ISDIR(st.st_mode)) return refuse("it is a directory");
-  if (!S_ISREG(st.st_mode)) return refuse("not a regular file (a device, FIFO or socket)");
-  if (st.st_size > off_t(kMaxScenarioBytes))
-    return refuse("it is " + std::to_string(st.st_size) + " bytes; a scenario is at most " +
-                  std::to_string(kMaxScenarioBytes) + " bytes");
+  if (fstat(fd, &st) != 0) return why = std::strerror(errno), std::nullopt;
+  if (S_ISDIR(st.st_mode)) return why = "it is a directory", std::nullopt;
+  if (!S_ISREG(st.st_mode)) return why = "not a regular file (a device, FIFO or socket)", std::nullopt;
+  if (st.st_size > off_t(kMaxScenarioBytes)) {
+    why = "it is " + std::to_string(st.st_size) + " bytes; a scenario is at most " + std::to_string(kMaxScenarioBytes) +
+          " bytes";
+    return std::nullopt;
+  }
   std::string text(size_t(st.st_size), '\0');
   size_t got = 0;
   while (got < text.size()) {
     const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return refuse(std::strerror(errno));
+    if (n < 0) return why = std::strerror(errno), std::nullopt;
     if (n == 0) break;  // shrank while we read
     got += size_t(n);
   }
   text.resize(got);
-  if (sets.empty()) return load_scenario_text(text, path);
-  // --set: the file with the knobs changed, validated as a file; an error's line and
-  // column are then those of that text, which the label says.
+  return text;
+}
+
+LoadResult load_scenario_bytes(const std::string& text, const std::string& path, const std::vector<std::string>& sets) {
+  LoadResult res{std::nullopt, Diagnostics(path)};
+  if (sets.empty()) {
+    res = load_scenario_text(text, path);
+  } else {
+    // --set: the file with the knobs changed, validated as a file; an error's line and
+    // column are then those of that text, which the label says.
+    std::string why;
+    auto changed = apply_overrides(text, sets, why);
+    if (!changed) {
+      LoadResult bad{std::nullopt, Diagnostics(path)};
+      bad.diags.add(ErrorKind::kBadValue, Position{}, why);
+      return bad;
+    }
+    res = load_scenario_text(*changed, path + " with --set");
+    if (res.scenario) res.scenario->sets = sets;
+  }
+  if (res.scenario) res.scenario->source = text;
+  return res;
+}
+
+LoadResult load_scenario_file(const std::string& path, const std::vector<std::string>& sets) {
   std::string why;
-  auto changed = apply_overrides(text, sets, why);
-  if (!changed) {
+  auto text = read_scenario_bytes(path, why);
+  if (!text) {
     LoadResult res{std::nullopt, Diagnostics(path)};
-    res.diags.add(ErrorKind::kBadValue, Position{}, why);
+    res.diags.add(ErrorKind::kIo, Position{}, "cannot read the file: " + why);
     return res;
   }
-  LoadResult res = load_scenario_text(*changed, path + " with --set");
-  if (res.scenario) res.scenario->sets = sets;
-  return res;
+  return load_scenario_bytes(*text, path, sets);
 }
 
 }  // namespace rocelab::model

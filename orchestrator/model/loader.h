@@ -27,6 +27,13 @@ inline constexpr size_t kMaxScenarioBytes = 16u << 20;
 // Reads only a regular file (not a device or FIFO) of at most kMaxScenarioBytes.
 // `sets`: --set KEY=VALUE entries applied over the file first (model/overrides.h).
 LoadResult load_scenario_file(const std::string& path, const std::vector<std::string>& sets = {});
+// The file's bytes as the loader reads them (a regular file of bounded size, never blocking
+// on a FIFO), or nullopt and why. A run keeps these bytes (Scenario::source) and never
+// reads the path again: as root, a second read could meet another file put in its place.
+std::optional<std::string> read_scenario_bytes(const std::string& path, std::string& why);
+// A scenario from bytes already read from `path`, with --set applied: what
+// load_scenario_file does after its read.
+LoadResult load_scenario_bytes(const std::string& text, const std::string& path, const std::vector<std::string>& sets = {});
 // `file_label` is what diagnostics name as the file.
 LoadResult load_scenario_text(std::string_view text, const std::string& file_label);
 

@@ -313,6 +313,9 @@ struct Telemetry {
 
 struct Scenario {
   std::string file;
+  // The file's bytes as loaded (before --set): what a run copies to its directory and sends
+  // to a guest, never the path read again. Empty when the scenario came from no file.
+  std::string source;
   std::vector<std::string> sets;  // --set KEY=VALUE, in order, applied over the file
   std::string name;  // instance name: the prefix of everything the testbed makes
   std::string description;

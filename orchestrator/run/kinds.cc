@@ -143,6 +143,11 @@ model::LoadResult load_scenario_file(const std::string& path, const std::vector<
   return checked(model::load_scenario_file(path, sets));
 }
 
+model::LoadResult load_scenario_bytes(const std::string& text, const std::string& path,
+                                      const std::vector<std::string>& sets) {
+  return checked(model::load_scenario_bytes(text, path, sets));
+}
+
 model::LoadResult load_scenario_text(std::string_view text, const std::string& file_label) {
   return checked(model::load_scenario_text(text, file_label));
 }

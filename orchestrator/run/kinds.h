@@ -17,5 +17,9 @@ void check_kinds(const model::Scenario& s, model::Diagnostics& d);
 
 model::LoadResult load_scenario_file(const std::string& path, const std::vector<std::string>& sets = {});
 model::LoadResult load_scenario_text(std::string_view text, const std::string& file_label);
+// Bytes already read from `path` (model::read_scenario_bytes), with --set: a sweep reads its
+// file once and loads every point from those bytes.
+model::LoadResult load_scenario_bytes(const std::string& text, const std::string& path,
+                                      const std::vector<std::string>& sets = {});
 
 }  // namespace rocelab::run

@@ -120,12 +120,9 @@ Status validate_phase(RunContext& c) {
                               {"scale", c.s.scale.factor()}});
   std::error_code ec;
   std::string why;
-  if (!c.opts.scenario_path.empty()) {
-    std::ifstream in(c.opts.scenario_path, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    if (in && !write_text(c.dir / "scenario.yaml", text.str(), why)) spdlog::warn("{}", why);
-  }
+  // The bytes the loader read, never the path again: as root, a second open could meet a
+  // link its owner swapped in (to a file only root reads) and copy that here.
+  if (!c.s.source.empty() && !write_text(c.dir / "scenario.yaml", c.s.source, why)) spdlog::warn("{}", why);
   if (!write_text(c.dir / "resolved.json", resolved_json(c.s).dump(2) + "\n", why)) spdlog::warn("{}", why);
   c.metrics = topology_metrics(c.s);
   c.caps = detect_capabilities();

@@ -265,10 +265,11 @@ Status write_outputs(const SweepOptions& o, const std::string& name, const std::
 }
 
 // Every point's scenario, loaded and validated before anything runs.
-Result<std::vector<model::Scenario>> load_points(const SweepOptions& o, const std::vector<model::SweepPoint>& points) {
+Result<std::vector<model::Scenario>> load_points(const SweepOptions& o, const std::string& text,
+                                                 const std::vector<model::SweepPoint>& points) {
   std::vector<model::Scenario> out;
   for (const auto& p : points) {
-    auto res = load_scenario_file(o.scenario_path, p.sets(o.grid));
+    auto res = load_scenario_bytes(text, o.scenario_path, p.sets(o.grid));
     if (!res.ok()) {
       auto d = res.diags.sorted();
       return error(Errc::kBadInput, "point " + p.label(o.grid) + ": " + (d.empty() ? "does not load" : d.front().format()));
@@ -298,11 +299,12 @@ Result<SweepResult> run_sweep(const SweepOptions& o) {
   const auto points = model::sweep_points(o.grid);
   if (points.size() > model::kMaxSweepPoints)
     return error(Errc::kBadInput, fmt::format("{} runs: a sweep runs at most {}", points.size(), model::kMaxSweepPoints));
-  auto scenarios = load_points(o, points);
-  if (!scenarios) return scenarios.error();
+  // Read once: every point, its run directory's copy and the plan come from these bytes.
   std::string why;
-  const auto text = sys::read_file(o.scenario_path, model::kMaxScenarioBytes, why);
-  if (!text) return error(Errc::kBadInput, o.scenario_path + ": " + why);
+  const auto text = model::read_scenario_bytes(o.scenario_path, why);
+  if (!text) return error(Errc::kBadInput, o.scenario_path + ": cannot read the file: " + why);
+  auto scenarios = load_points(o, *text, points);
+  if (!scenarios) return scenarios.error();
   auto chartjs = sys::read_file(o.chartjs, 16u << 20, why);
   if (!chartjs) return error(Errc::kEnvironment, o.chartjs + " is missing: install Debian's libjs-chart.js (scripts/setup.sh does)");
   bool resumed = false;

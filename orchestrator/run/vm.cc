@@ -146,8 +146,10 @@ Result<VmRun> run_in_vm(const VmRunOptions& o) {
   } cleanup{job};
   // This binary and the scenario go to the guest; what the guest runs is exactly this build.
   fs::copy_file("/proc/self/exe", job / "rocelab", ec);
-  if (!ec) fs::copy_file(o.scenario_path, job / "scenario.yaml", ec);
   if (ec) return error(Errc::kEnvironment, "preparing the guest's job: " + ec.message());
+  std::string write_why;  // the bytes loaded here, not the path read again (Scenario::source)
+  if (!sys::write_file((job / "scenario.yaml").string(), o.scenario_source, write_why))
+    return error(Errc::kEnvironment, "preparing the guest's job: " + write_why);
   std::string cmd = "exec /job/rocelab run --no-report --out /job/run";
   for (const auto& a : o.run_args) cmd += " " + shell_quote(a);
   {

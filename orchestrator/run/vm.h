@@ -38,6 +38,7 @@ VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const s
 // runs/NAME-TIMESTAMP). KVM where a test boot works, TCG otherwise.
 struct VmRunOptions {
   std::string scenario_path, instance_name;  // instance_name: the scenario's name, for the run directory
+  std::string scenario_source;               // the file's bytes as loaded (Scenario::source): what the guest runs
   std::string out_dir;
   std::vector<std::string> run_args;         // --scale, --seed, --instance as given
   int timeout_s = 3600;

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Safe to run as root where others reach (issue 34):
 
+- A scenario is read once (issue 49): its owner swaps it for a link to a root-only file
+  mid-sweep (a user the test makes, removed after), and no run directory holds that file.
 - A run directory (`--out`) with a planted link, one another user owns, or one others may
   write to is refused before anything is made, and the link's target is untouched.
 - `rocelab report` on a results.json nested 100,000 deep refuses it (bad input, exit 3)
@@ -95,6 +97,82 @@ class RunDirectories(unittest.TestCase):
         r = subprocess.run([ROCELAB, "report", d], capture_output=True, text=True, timeout=120)
         self.assertEqual(r.returncode, 3, r.stderr[-800:])
         self.assertIn("nested deeper", r.stderr)
+
+
+SMALL = """name: {name}
+seed: 1
+scale: 1000
+defaults: {{rate: 100G, mtu: 4200}}
+fabric: {{type: leaf-spine, spines: 1, leaves: 1, hosts_per_leaf: 2}}
+qos: {{profile: pfc-only}}
+hosts: {{dcqcn: off}}
+workloads:
+  - {{name: w, type: write_bw, from: host1, to: host2, message: 256KB, iterations: 1}}
+"""
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("useradd") and shutil.which("runuser"),
+                     "needs root and useradd/runuser: the attack is another user's, for real")
+class ScenarioReadOnce(unittest.TestCase):
+    """Issue 49, build 1: a run keeps the bytes its loader read. The file's owner (a user this
+    test makes) swaps the scenario for a link to a root-only file once the sweep's first point
+    has begun; no run directory may hold that file's bytes, and each holds what was loaded."""
+
+    def setUp(self):
+        self.user = f"rlh{os.getpid() % 100000}"
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", self.user], check=True,
+                       capture_output=True)
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-readonce-")
+        os.chmod(self.tmp, 0o755)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        subprocess.run(["userdel", self.user], capture_output=True)
+
+    def test_a_scenario_swapped_for_a_link_mid_sweep_is_not_read_again(self):
+        vault = os.path.join(self.tmp, "vault")
+        os.mkdir(vault, 0o700)
+        secret = os.path.join(vault, "secret")
+        marker = f"ROOT-ONLY-{os.getpid()}-{time.time_ns()}"
+        with open(secret, "w") as f:
+            f.write(f"name: {marker}\n")
+        os.chmod(secret, 0o600)
+        home = os.path.join(self.tmp, "home")
+        os.mkdir(home, 0o755)
+        path = os.path.join(home, "s.yaml")
+        text = SMALL.format(name=f"ro{os.getpid() % 100000}")
+        with open(path, "w") as f:
+            f.write(text)
+        pw = subprocess.run(["id", "-u", self.user], capture_output=True, text=True, check=True)
+        uid = int(pw.stdout)
+        os.chown(home, uid, uid)
+        os.chown(path, uid, uid)
+        out = os.path.join(self.tmp, "out")
+        p = subprocess.Popen([ROCELAB, "sweep", "--out", out, "--seeds", "1-2", "--figure", "lossless_drops", path],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        first, second = os.path.join(out, "points", "0000"), os.path.join(out, "points", "0001")
+        deadline = time.time() + 120
+        while not os.path.exists(first) and p.poll() is None and time.time() < deadline:
+            time.sleep(0.005)
+        began_first, began_second = os.path.exists(first), os.path.exists(second)
+        swap = subprocess.run(["runuser", "-u", self.user, "--", "ln", "-sfn", secret, path], capture_output=True,
+                              text=True)
+        _, err = p.communicate(timeout=600)
+        harness.log_retries("hostile read once", err)
+        self.assertEqual(swap.returncode, 0, swap.stderr)
+        self.assertTrue(os.path.islink(path), "the owner swapped the file for a link")
+        self.assertTrue(began_first and not began_second, "the swap came while the first point ran")
+        self.assertEqual(p.returncode, 0, err[-1500:])
+        copies = 0
+        for d, _, files in os.walk(out):
+            for n in files:
+                with open(os.path.join(d, n), "rb") as f:
+                    self.assertNotIn(marker.encode(), f.read(), os.path.join(d, n))
+                if n == "scenario.yaml":
+                    copies += 1
+                    with open(os.path.join(d, n)) as f:
+                        self.assertEqual(f.read(), text, os.path.join(d, n))
+        self.assertEqual(copies, 2, "each point's run directory holds the file as loaded")
 
 
 def traffic_started(out):

@@ -257,6 +257,29 @@ TEST(Loader, HostileFilesAreRefusedBoundedAndQuoted) {
   rmdir(dir);
 }
 
+// A loaded scenario carries the file's bytes as read, before --set (issue 49): a run copies
+// those and never opens the path again.
+TEST(Loader, AScenarioKeepsTheBytesItWasLoadedFrom) {
+  char dir[] = "/tmp/rocelab-loader-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/s.yaml";
+  const std::string text = std::string(kSmall) + "# a comment the model drops\n";
+  {
+    std::ofstream(path) << text;
+  }
+  const auto plain = load_scenario_file(path);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain.scenario->source, text);
+  const auto set = load_scenario_file(path, {"seed=9"});
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set.scenario->seed, 9u);
+  EXPECT_EQ(set.scenario->source, text) << "the file's bytes, not the text with --set applied";
+  std::remove(path.c_str());
+  EXPECT_EQ(load_scenario_bytes(text, path, {"seed=9"}).scenario->seed, 9u) << "from bytes: the file is gone";
+  EXPECT_TRUE(load_scenario_text(text, "t.yaml").scenario->source.empty()) << "from no file";
+  rmdir(dir);
+}
+
 // hosts.rc: an RNIC's timer by exponent and retry count, or NCCL's by name; ranges as IBTA's.
 TEST(Loader, HostsRcTimers) {
   auto s = must_load(kSmall);
