@@ -427,7 +427,7 @@ int run_vm(const po::variables_map& vm, const model::Scenario& s) {
                  r->rebooted);
   std::cout << r->output;
   if (!r->run_dir.empty()) {
-    if (!vm.count("no-report")) write_report_of(r->run_dir);
+    if (!vm.count("no-report")) write_report_of(r->run_dir, nullptr);
     std::cout << "run directory: " << r->run_dir << "\n";
   }
   fmt::print("in the VM ({}, {:.1f} s from boot to power-off): exit {}\n", r->accel.rfind("kvm", 0) == 0 ? "KVM" : "TCG",
@@ -559,7 +559,7 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
   }
   if (!rep.error.empty()) std::cerr << "rocelab run: " << rep.error << "\n";
   if (g_signal.load()) std::cerr << "rocelab run: " << stopped_by(opts.split.has_value()) << "\n";
-  if (!rep.run_dir.empty() && !vm.count("no-report")) write_report_of(rep.run_dir);
+  if (!rep.run_dir.empty() && !vm.count("no-report")) write_report_of(rep.run_dir, rep.held);
   if (!rep.run_dir.empty()) std::cout << "run directory: " << rep.run_dir << "\n";
   std::cout << "outcome: " << rep.outcome << " (exit " << rep.exit_code << ")\n";
   return rep.exit_code;
@@ -1229,12 +1229,12 @@ int cmd_perf(const po::variables_map& vm, const Globals& g) {
   return r->errors ? run::kExitInvalid : 0;
 }
 
-void write_report_of(const std::string& run_dir) {
+void write_report_of(const std::string& run_dir, const std::shared_ptr<sys::HeldDir>& held) {
   run::ReportOptions ro;
-  ro.run_dir = run_dir;
+  ro.run_dir = held ? held->at() : run_dir;  // through the directory the run held, not its name again
   if (auto r = run::write_report(ro)) {
     for (const auto& n : r->notes) spdlog::warn("report: {}", n);
-    std::cout << "report: " << r->html << "\n";
+    std::cout << "report: " << (held ? run_dir + "/report.html" : r->html) << "\n";
   } else {
     spdlog::warn("report: {}", r.error().what);  // the run's outcome stands; `rocelab report` can retry
   }

@@ -1,6 +1,8 @@
 // The rocelab command table: one entry per command drives parsing, dispatch and --help.
 #pragma once
 
+#include "sys/files.h"
+
 #include <boost/program_options.hpp>
 #include <atomic>
 #include <functional>
@@ -33,7 +35,8 @@ void catch_signals();
 const std::atomic<bool>* cancel_flag();
 std::function<void(double, const std::string&)> terminal_meter(bool& drew);
 // RUN_DIR/report.html written, its path printed; a failure is a warning (the run stands).
-void write_report_of(const std::string& run_dir);
+// `held`: the directory the run held open (run::RunReport::held), written through, not by name.
+void write_report_of(const std::string& run_dir, const std::shared_ptr<sys::HeldDir>& held);
 
 // Options that are a command's positional arguments (shown in its usage line, not listed).
 bool positional_option(const std::string& long_name);

@@ -382,7 +382,7 @@ int lab_check(const po::variables_map& vm, const Globals& gl, const model::Lab& 
       return rep.exit_code;
     }
     if (!gl.json) std::cout << rep.table;
-    if (!rep.run_dir.empty() && !vm.count("no-report")) write_report_of(rep.run_dir);
+    if (!rep.run_dir.empty() && !vm.count("no-report")) write_report_of(rep.run_dir, rep.held);
   }
   if (!gl.json) std::cout << "objectives" << (seeds.size() > 1 ? " (each must hold at every seed)" : "") << "\n";
   Grade g;

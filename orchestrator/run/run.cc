@@ -47,6 +47,9 @@ struct RunContext {
   const model::Scenario& s;
   const RunOptions& opts;
   std::chrono::system_clock::time_point started = std::chrono::system_clock::now();
+  // The run directory, held open (sys::HeldDir); `dir` is its descriptor's path, which every
+  // file of the run is made under, and `held->path()` the name it was made as.
+  std::shared_ptr<sys::HeldDir> held;
   fs::path dir;
   std::unique_ptr<EventLog> events;
   Capabilities caps;
@@ -97,7 +100,10 @@ Status make_run_dir(RunContext& c) {
     c.dir = base;
     for (int i = 2; fs::exists(fs::symlink_status(c.dir, ec)); ++i) c.dir = base.string() + "-" + std::to_string(i);
   }
-  if (auto st = sys::make_private_dir(c.dir.string()); !st) return st;
+  auto held = sys::hold_private_dir(c.dir.string());
+  if (!held) return held.error();
+  c.held = std::move(*held);
+  c.dir = c.held->at();
   c.events = std::make_unique<EventLog>((c.dir / "events.jsonl").string());
   return ok();
 }
@@ -693,7 +699,17 @@ void assert_phase(RunContext& c) {
 
 RunReport report(RunContext& c) {
   RunReport rep;
-  if (c.events) rep.run_dir = c.dir.string();
+  if (c.events && c.held) {
+    rep.run_dir = c.held->path();
+    rep.held = c.held;
+    if (!c.held->still_named()) {
+      // Renamed, or a link put in its place, by whoever owns a parent directory: nothing
+      // followed the name, and the files are where the directory went.
+      c.notes.push_back("the run directory " + rep.run_dir + " was renamed or replaced during the run: every file " +
+                        "went into the directory made at the start, wherever it is now; nothing followed the name");
+      spdlog::warn("{}", c.notes.back());
+    }
+  }
   rep.notes = c.notes;
   rep.assertions = std::move(c.assertions);
   rep.table = c.table;

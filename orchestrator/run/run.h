@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "model/scenario.h"
 #include "run/capabilities.h"
 #include "run/results.h"
+#include "sys/files.h"
 
 namespace rocelab::run {
 
@@ -38,6 +40,7 @@ struct RunOptions {
 struct RunReport {
   int exit_code = kExitPass;
   std::string run_dir;
+  std::shared_ptr<sys::HeldDir> held;  // the run directory still held: the report goes in through it
   std::string outcome;  // pass, fail, invalid, error
   std::string error;    // why, when the run itself could not proceed
   std::vector<std::string> notes;  // what this run did not do, and why

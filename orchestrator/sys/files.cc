@@ -76,6 +76,35 @@ Status make_dir(const std::string& path, bool must_be_empty) {
 
 }  // namespace
 
+HeldDir::HeldDir(int fd, std::string path)
+    : fd_(fd), path_(std::move(path)), at_("/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fd)) {}
+
+HeldDir::~HeldDir() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool HeldDir::still_named() const {
+  struct stat held {}, named {};
+  return fstat(fd_, &held) == 0 && lstat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+         held.st_ino == named.st_ino;
+}
+
+Result<std::shared_ptr<HeldDir>> hold_private_dir(const std::string& path) {
+  if (auto st = make_private_dir(path); !st) return st.error();
+  Fd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid())
+    return refused(path, errno == ELOOP || errno == ENOTDIR ? "was replaced by a link or a file as it was made (run again)"
+                                                             : std::string("cannot open it: ") + std::strerror(errno));
+  // Judged again on what is held: a parent swapped between the check and the open could
+  // have led elsewhere.
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0 || st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
+    return refused(path, "was replaced as it was made by a directory not this user's alone (run again)");
+  auto held = std::make_shared<HeldDir>(fd.release(), path);
+  if (!empty_dir(held->at())) return refused(path, "was filled by someone else as it was made (run again)");
+  return held;
+}
+
 int open_for_write(const std::string& path, std::string& why, bool append) {
   const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
   Fd fd(open(path.c_str(), flags, 0644));

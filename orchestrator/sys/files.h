@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,31 @@ namespace rocelab::sys {
 // an existing one that is empty, not a link, owned by this user and not group- or
 // other-writable. The error says which rule refused it (Errc::kEnvironment).
 Status make_private_dir(const std::string& path);
+
+// A run directory held open (hold_private_dir): made or accepted as make_private_dir does,
+// opened without following a link and judged again on the descriptor. A run makes its files
+// through at(), the descriptor's path in /proc: the kernel resolves the directory it holds, not
+// the name, so whoever owns a parent directory and renames this one mid-run, leaving a link
+// in its place, redirects nothing (the names below still open with O_NOFOLLOW). `path` is the
+// name it was made under, for what is printed.
+class HeldDir {
+ public:
+  HeldDir(int fd, std::string path);
+  HeldDir(const HeldDir&) = delete;
+  HeldDir& operator=(const HeldDir&) = delete;
+  ~HeldDir();
+  const std::string& path() const { return path_; }
+  // /proc/PID/fd/N of this process, not /proc/self: a child it starts (gnuplot for the
+  // report's plots) writes through it too.
+  const std::string& at() const { return at_; }
+  // Whether `path` still names the directory held (not renamed, no link in its place).
+  bool still_named() const;
+
+ private:
+  int fd_;
+  std::string path_, at_;
+};
+Result<std::shared_ptr<HeldDir>> hold_private_dir(const std::string& path);
 
 // Makes `path` a directory of this user's, or accepts an existing one on the same terms as
 // make_private_dir except emptiness (a directory rocelab writes into again: report plots).

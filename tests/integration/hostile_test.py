@@ -3,6 +3,8 @@
 
 - A scenario is read once (issue 49): its owner swaps it for a link to a root-only file
   mid-sweep (a user the test makes, removed after), and no run directory holds that file.
+- The run directory is held (issue 49): that user renames it mid-run and leaves a link in its
+  place, and nothing is written where the link points.
 - A run directory (`--out`) with a planted link, one another user owns, or one others may
   write to is refused before anything is made, and the link's target is untouched.
 - `rocelab report` on a results.json nested 100,000 deep refuses it (bad input, exit 3)
@@ -173,6 +175,58 @@ class ScenarioReadOnce(unittest.TestCase):
                     with open(os.path.join(d, n)) as f:
                         self.assertEqual(f.read(), text, os.path.join(d, n))
         self.assertEqual(copies, 2, "each point's run directory holds the file as loaded")
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("useradd") and shutil.which("runuser"),
+                     "needs root and useradd/runuser: the attack is another user's, for real")
+class RunDirectoryHeld(unittest.TestCase):
+    """Issue 49, build 2: the run directory is held, not found again by name. A user this test
+    makes owns the directory the run directory is made in; once the run has begun they rename
+    it and leave a link to another directory in its place. Nothing may be written where the
+    link points; every file goes into the directory the run made, and the run says so."""
+
+    def setUp(self):
+        self.user = f"rld{os.getpid() % 100000}"
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", self.user], check=True,
+                       capture_output=True)
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-held-")
+        os.chmod(self.tmp, 0o755)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        subprocess.run(["userdel", self.user], capture_output=True)
+
+    def test_a_run_directory_renamed_and_replaced_by_a_link_mid_run_redirects_nothing(self):
+        uid = int(subprocess.run(["id", "-u", self.user], capture_output=True, text=True, check=True).stdout)
+        theirs = os.path.join(self.tmp, "theirs")
+        os.mkdir(theirs, 0o755)
+        os.chown(theirs, uid, uid)
+        elsewhere = os.path.join(self.tmp, "elsewhere")  # what root must not write into
+        os.mkdir(elsewhere, 0o755)
+        path = os.path.join(self.tmp, "s.yaml")
+        with open(path, "w") as f:
+            f.write(SMALL.format(name=f"rd{os.getpid() % 100000}"))
+        out, moved = os.path.join(theirs, "run"), os.path.join(theirs, "moved")
+        p = subprocess.Popen([ROCELAB, "run", "--out", out, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        deadline = time.time() + 120
+        while not os.path.exists(os.path.join(out, "events.jsonl")) and p.poll() is None and time.time() < deadline:
+            time.sleep(0.002)
+        early = sorted(os.listdir(out)) if os.path.isdir(out) else None
+        mv = subprocess.run(["runuser", "-u", self.user, "--", "mv", out, moved], capture_output=True, text=True)
+        ln = subprocess.run(["runuser", "-u", self.user, "--", "ln", "-s", elsewhere, out], capture_output=True, text=True)
+        stdout, err = p.communicate(timeout=600)
+        harness.log_retries("hostile held dir", err)
+        self.assertEqual((mv.returncode, ln.returncode), (0, 0), mv.stderr + ln.stderr)
+        self.assertIsNotNone(early, "the run had begun when its directory was moved")
+        self.assertNotIn("results.json", early, "... and not yet finished")
+        self.assertIn(p.returncode, (0, 1), err[-1500:])
+        self.assertEqual(os.listdir(elsewhere), [], "nothing followed the name to the link's target")
+        for f in ("results.json", "junit.xml", "resolved.json", "scenario.yaml", "report.html"):
+            self.assertTrue(os.path.isfile(os.path.join(moved, f)), f)
+        self.assertIn("was renamed or replaced during the run", err)
+        with open(os.path.join(moved, "results.json")) as f:
+            self.assertTrue(any("renamed or replaced" in n for n in json.load(f)["notes"]))
 
 
 def traffic_started(out):

@@ -57,6 +57,27 @@ TEST_F(Files, APlantedLinkIsNotFollowedAndItsTargetIsUntouched) {
   EXPECT_FALSE(sys::make_private_dir(dir.string()));
 }
 
+// A held run directory (issue 49): renamed and replaced by a link to another directory, it
+// still takes every file through its descriptor, and it knows it was renamed.
+TEST_F(Files, AHeldDirectoryTakesItsFilesWhereverItWasMoved) {
+  const fs::path dir = root_ / "run", moved = root_ / "moved", elsewhere = root_ / "elsewhere";
+  auto held = sys::hold_private_dir(dir.string());
+  ASSERT_TRUE(held) << held.error().what;
+  EXPECT_TRUE((*held)->still_named());
+  EXPECT_EQ((*held)->path(), dir.string());
+  fs::create_directory(elsewhere);
+  fs::rename(dir, moved);
+  fs::create_directory_symlink(elsewhere, dir);
+  EXPECT_FALSE((*held)->still_named());
+  std::string why;
+  ASSERT_TRUE(sys::write_file((*held)->at() + "/results.json", "{}\n", why)) << why;
+  EXPECT_TRUE(fs::exists(moved / "results.json"));
+  EXPECT_TRUE(fs::is_empty(elsewhere));
+  // A link where the directory is to be made is refused; so is one not empty.
+  EXPECT_FALSE(sys::hold_private_dir(dir.string()));
+  EXPECT_FALSE(sys::hold_private_dir(moved.string()));
+}
+
 TEST_F(Files, ADirectoryIsOursOnlyIfNoOneElseCanWriteIt) {
   const fs::path mine = root_ / "mine", open = root_ / "open", link = root_ / "link";
   ASSERT_TRUE(sys::make_private_dir(mine.string())) << "made fresh";
