@@ -97,7 +97,11 @@ void add_split_options(po::options_description& d, bool run) {
         "with --part: a file holding the run's secret (16 bytes or more, readable by its owner alone; "
         "or $ROCELAB_RUN_KEY): every part signs its rendezvous frames with it, and a connection that cannot "
         "is closed, whatever address it comes from. Make one with: head -c 32 /dev/urandom | base64 > key; "
-        "chmod 600 key");
+        "chmod 600 key")(
+        "insecure-no-key",
+        "with --part: run without a key, the rendezvous trusting the --peers addresses alone (any local user "
+        "of a part's machine could claim that part, forge its figures or stop the run); said in results.json "
+        "and the JUnit properties");
 }
 
 // The split run's key: --run-key FILE, else $ROCELAB_RUN_KEY; empty when neither (the
@@ -129,6 +133,7 @@ std::optional<std::string> run_key(const po::variables_map& vm) {
     key.assign(buf, size_t(n));
   } else if (const char* env = std::getenv("ROCELAB_RUN_KEY")) {
     key = env;
+    unsetenv("ROCELAB_RUN_KEY");  // read once: no child of this run inherits the secret
   } else {
     return std::string();
   }
@@ -501,11 +506,26 @@ int cmd_run(const po::variables_map& vm, const Globals& g) {
     auto key = run_key(vm);
     if (!key) return kExitBadInput;
     opts.run_key = std::move(*key);
-    if (opts.run_key.empty())
-      std::cerr << "rocelab run: no run key: the rendezvous trusts the --peers addresses alone (whoever sends from "
-                   "one may join); give every part --run-key FILE or ROCELAB_RUN_KEY (docs/multi-machine.md)\n";
-  } else if (vm.count("part-wait") || vm.count("run-key")) {
-    std::cerr << "rocelab run: " << (vm.count("part-wait") ? "--part-wait" : "--run-key") << " goes with --part\n";
+    opts.insecure_no_key = vm.count("insecure-no-key") > 0;
+    if (opts.run_key.empty() && !opts.insecure_no_key) {
+      // Without a key any local user of a part's machine could claim that part before the
+      // real one, forge its figures or stop the run: refused unless asked for by name.
+      std::cerr << "rocelab run: a split run needs a run key: give every part --run-key FILE or ROCELAB_RUN_KEY "
+                   "(head -c 32 /dev/urandom | base64 > key; chmod 600 key; docs/multi-machine.md), or "
+                   "--insecure-no-key to trust the --peers addresses alone\n";
+      return kExitBadInput;
+    }
+    if (!opts.run_key.empty() && opts.insecure_no_key) {
+      std::cerr << "rocelab run: --insecure-no-key with a run key: give one or the other\n";
+      return kExitBadInput;
+    }
+    if (opts.insecure_no_key)
+      std::cerr << "rocelab run: --insecure-no-key: the rendezvous trusts the --peers addresses alone (whoever sends "
+                   "from one may join)\n";
+  } else if (vm.count("part-wait") || vm.count("run-key") || vm.count("insecure-no-key")) {
+    std::cerr << "rocelab run: "
+              << (vm.count("part-wait") ? "--part-wait" : vm.count("run-key") ? "--run-key" : "--insecure-no-key")
+              << " goes with --part\n";
     return kExitBadInput;
   }
   if (vm.count("vm")) return run_vm(vm, *s);  // the guest chooses its own D for `scale: auto`

@@ -778,6 +778,10 @@ RunReport report(RunContext& c) {
     res["reason"] = rep.error;
     if (!rep.error.empty()) res["error"] = rep.error;
     std::vector<std::pair<std::string, std::string>> props{{"class", class_name(rep.exit_code)}};
+    if (c.opts.split && c.opts.run_key.empty()) {
+      res["split"]["insecure_no_key"] = true;  // a CI report shows a run any local user could have joined
+      props.push_back({"insecure_no_key", "true"});
+    }
     if (!c.opts.retry_of.empty()) {
       res["retry_of"] = c.opts.retry_of;
       props.push_back({"retry_of", c.opts.retry_of});

@@ -31,6 +31,7 @@ struct RunOptions {
   std::optional<fabric::UpOptions::Split> split;
   int64_t split_wait_ms = 300'000;  // how long a part waits for the others to start, and to come up
   std::string run_key;              // the secret every part signs its rendezvous frames with (empty: none)
+  bool insecure_no_key = false;     // a split run without a key, asked for by name (--insecure-no-key)
   std::string job;                  // the scheduler's job (UpOptions::job): in the state file
   // This run repeats an invalid one (exit 2) at another D, and why: results.json and the
   // JUnit carry it, so a CI report shows every retry.

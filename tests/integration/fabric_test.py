@@ -26,6 +26,8 @@ import unittest
 import harness  # tests/integration/harness.py and retries.py, beside this script
 import retries
 
+# The run key every split run of these tests signs its rendezvous with (a split run needs one).
+SPLIT_KEY = "the split tests' run key, 32 bytes"
 ROCELAB = ""
 SOURCE = ""
 PID = os.getpid()
@@ -390,7 +392,8 @@ class Split(unittest.TestCase):
         os.chmod(short, 0o600)
         os.symlink(short, link)
         split = ["--part", "0/2", "--peers", ",".join(self.underlay)]
-        for args, says in (([*split, "--run-key", key], "readable or writable by others than its owner (chmod 600 it)"),
+        for args, says in ((split, "a split run needs a run key"),
+                           ([*split, "--run-key", key], "readable or writable by others than its owner (chmod 600 it)"),
                            ([*split, "--run-key", short], "a run key is 16 bytes or more"),
                            ([*split, "--run-key", link], "--run-key " + link + ": Too many levels of symbolic links"),
                            (["--run-key", short], "--run-key goes with --part")):
@@ -541,7 +544,8 @@ class Split(unittest.TestCase):
             procs.append((out, subprocess.Popen(
                 ["nsenter", f"--net={NETNS_DIR}/{self.machines[i]}", ROCELAB, "run", "--no-report", "--instance",
                  self.parts[i], *part, "--out", out, *extra[i], path],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_of(i) if env_of else None)))
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=env_of(i) if env_of else dict(os.environ, ROCELAB_RUN_KEY=SPLIT_KEY))))
         got = []
         for out, p in procs:
             _, err = p.communicate(timeout=300)
@@ -851,11 +855,18 @@ while not os.path.exists(stop):
         for name in self.parts:
             self.assertEqual(leftovers(name), [])
         # A part alone waits as long as asked, then names the part it did not meet.
+        # Without a key only when asked for by name, and said where a CI reads it.
+        alone = os.path.join(self.tmp, "alone")
         r = subprocess.run(["nsenter", f"--net={NETNS_DIR}/{self.machines[1]}", ROCELAB, "run", "--instance", self.parts[1],
-                            "--part", "1/2", "--peers", ",".join(self.underlay), "--part-wait", "1", "--out",
-                            os.path.join(self.tmp, "alone"), self.path], capture_output=True, text=True, timeout=60)
+                            "--part", "1/2", "--peers", ",".join(self.underlay), "--part-wait", "1", "--insecure-no-key",
+                            "--out", alone, self.path], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 4, r.stderr)
         self.assertIn("waited 1 s at 'hello' for part 0 (198.19.254.0:4790)", r.stderr)
+        self.assertIn("--insecure-no-key: the rendezvous trusts the --peers addresses alone", r.stderr)
+        with open(os.path.join(alone, "results.json")) as f:
+            self.assertTrue(json.load(f)["split"]["insecure_no_key"])
+        with open(os.path.join(alone, "junit.xml")) as f:
+            self.assertIn('name="insecure_no_key" value="true"', f.read())
         r = rocelab("run", "--part-wait", "5", self.path)
         self.assertEqual(r.returncode, 3)
         self.assertIn("--part-wait goes with --part", r.stderr)
