@@ -27,12 +27,18 @@ namespace {
 constexpr const char* kAbort = "!abort";
 constexpr const char* kHello = "!hello";
 constexpr const char* kChallenge = "!challenge";  // keyed: the hub's first frame, the connection's nonce
+constexpr const char* kWelcome = "!welcome";      // the hub took the spoke's hello: it is that part's now
+constexpr const char* kSpokeNonce = "!nonce";     // keyed: the spoke's first frame, its own nonce
 constexpr size_t kNonceBytes = 16;
 constexpr size_t kMacBytes = 32;                  // HMAC-SHA256
 constexpr uint32_t kMaxFrame = 256u << 20;  // after hello: a part's figures of the largest fabrics fit
 constexpr uint32_t kMaxHelloFrame = 256;    // before hello: the hello itself is ~30 bytes
 constexpr int64_t kHelloNs = 5'000'000'000;  // a connection that has not said hello by then is dropped
 constexpr size_t kMaxWaiting = 8;            // connections without a hello at once
+// A waiting connection younger than this is not let go for a newer one (a part answers its
+// challenge within a round trip): a burst of connections refuses the newcomers instead.
+constexpr int64_t kYoungNs = 200'000'000;
+constexpr size_t kAcceptsPerPump = 32;  // a flood waits in the backlog, not in one long pump
 constexpr size_t kMaxPeerText = 500;         // of a peer's abort reason, printed
 constexpr int64_t kReconnectNs = 100'000'000;
 
@@ -160,7 +166,28 @@ void Rendezvous::queue(Conn& c, const std::string& tag, const std::vector<std::s
     put32(body, uint32_t(f.size()));
     body += f;
   }
+  if (index_ != 0 && !c.welcomed) c.replay.push_back(body);
   seal(c, body);
+}
+
+// Spoke: the hub closed this connection before taking its hello (it let it go for a flood's,
+// or was not ready): nothing of this part's counted there. A fresh connection, then every
+// frame again (the hello first), sealed under the new connection's nonce and numbers.
+void Rendezvous::start_over(Conn& c) {
+  if (c.fd >= 0) close(c.fd);
+  c.fd = -1;
+  c.connecting = false;
+  c.in.clear();
+  c.out.clear();
+  c.nonce.clear();
+  c.spoke_nonce.clear();
+  c.held.clear();
+  c.seq_in = c.seq_out = 0;
+  for (const auto& b : std::exchange(c.replay, {})) {
+    c.replay.push_back(b);
+    seal(c, b);
+  }
+  connect_to_hub();
 }
 
 // Unkeyed: u32 length and the body. Keyed: the same and the body's HMAC; a spoke holds its
@@ -180,6 +207,7 @@ void Rendezvous::seal(Conn& c, const std::string& body) {
 std::string Rendezvous::mac(const Conn& c, bool from_hub, uint64_t seq, const std::string& body) const {
   std::string msg = "rocelab rendezvous 1";
   msg += c.nonce;
+  msg += c.spoke_nonce;  // empty until the spoke's first frame gave it
   msg += from_hub ? 'h' : 's';
   for (int i = 7; i >= 0; --i) msg += char((seq >> (8 * i)) & 0xff);
   msg += body;
@@ -206,6 +234,20 @@ bool Rendezvous::take_challenge(Conn& c, const std::string& body, const std::str
     return false;
   }
   c.seq_in = 1;
+  // This side's nonce first, signed over the hub's alone; everything after over both.
+  std::string mine(kNonceBytes, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(mine.data()), int(kNonceBytes)) != 1) {
+    if (aborted_.empty()) aborted_ = "no random bytes for this part's nonce";
+    return false;
+  }
+  std::string first;
+  put32(first, uint32_t(std::strlen(kSpokeNonce)));
+  first += kSpokeNonce;
+  put32(first, 1);
+  put32(first, uint32_t(mine.size()));
+  first += mine;
+  seal(c, first);
+  c.spoke_nonce = mine;
   for (const auto& b : std::exchange(c.held, {})) seal(c, b);
   return true;
 }
@@ -295,8 +337,11 @@ void Rendezvous::take_frames(Conn& c) {
 }
 
 void Rendezvous::on_frame(Conn& c, const std::string& tag, std::vector<std::string> data) {
-  if (index_ != 0) {  // from the hub: every part's messages for a tag, or an abort
-    if (tag == kAbort) {
+  if (index_ != 0) {  // from the hub: its welcome, every part's messages for a tag, or an abort
+    if (tag == kWelcome) {
+      c.welcomed = true;
+      c.replay.clear();
+    } else if (tag == kAbort) {
       if (aborted_.empty()) aborted_ = data.empty() ? "part 0 stopped" : printable(data[0]);
     } else if (data.size() == parts_) {
       done_[tag] = std::move(data);
@@ -304,6 +349,11 @@ void Rendezvous::on_frame(Conn& c, const std::string& tag, std::vector<std::stri
     return;
   }
   if (c.part == SIZE_MAX) {  // the first frame must be a hello naming a part of this address
+    if (!key_.empty() && c.spoke_nonce.empty()) {  // keyed: the spoke's nonce comes before
+      if (tag != kSpokeNonce || data.size() != 1 || data[0].size() != kNonceBytes) return stray(c, "no nonce");
+      c.spoke_nonce = data[0];
+      return;
+    }
     if (tag != kHello) return stray(c, "no hello");
     const size_t part = data.empty() ? 0 : std::strtoul(data[0].c_str(), nullptr, 10);
     if (part == 0 || part >= parts_) return stray(c, "a hello naming no part");
@@ -311,6 +361,8 @@ void Rendezvous::on_frame(Conn& c, const std::string& tag, std::vector<std::stri
     for (const Conn& o : conns_)
       if (&o != &c && o.fd >= 0 && o.part == part) return stray(c, "a hello for part " + std::to_string(part) + ", already here");
     c.part = part;
+    queue(c, kWelcome, {});  // the spoke stops treating a close as the hub's flood control
+    (void)write_to(c);
     return;
   }
   if (tag == kHello || data.empty()) return;
@@ -359,7 +411,7 @@ void Rendezvous::stray(Conn& c, const std::string& why) {
 // for their hello the oldest goes: a flood of idle connections cannot keep a part out, it
 // would have to outpace the part's own hello (sent the moment it connects, or is challenged).
 void Rendezvous::accept_parts() {
-  for (;;) {
+  for (size_t n = 0; n < kAcceptsPerPump; ++n) {
     sockaddr_in from{};
     socklen_t len = sizeof from;
     const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -371,12 +423,22 @@ void Rendezvous::accept_parts() {
       stray(c, "not the address of any part (--peers)");
       continue;
     }
-    std::vector<Conn*> waiting;
+    std::vector<Conn*> waiting, old;
     for (Conn& o : conns_)
-      if (o.fd >= 0 && o.part == SIZE_MAX) waiting.push_back(&o);
-    if (waiting.size() >= kMaxWaiting)
-      stray(**std::min_element(waiting.begin(), waiting.end(), [](const Conn* a, const Conn* b) { return a->since_ns < b->since_ns; }),
+      if (o.fd >= 0 && o.part == SIZE_MAX) {
+        waiting.push_back(&o);
+        if (c.since_ns - o.since_ns > kYoungNs) old.push_back(&o);
+      }
+    if (waiting.size() >= kMaxWaiting) {
+      // The oldest goes, if it has had its time; else this newcomer (a burst faster than a
+      // round trip is a flood's, and a part challenged a moment ago keeps its place).
+      if (old.empty()) {
+        stray(c, "too many connections waiting for their hello, all of them just come");
+        continue;
+      }
+      stray(**std::min_element(old.begin(), old.end(), [](const Conn* a, const Conn* b) { return a->since_ns < b->since_ns; }),
             "too many connections waiting for their hello: the oldest goes");
+    }
     const int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     keepalive(fd);
@@ -400,15 +462,7 @@ void Rendezvous::accept_parts() {
 // hub, a connection that never said hello is not a part's: it only goes.
 void Rendezvous::lost(Conn& c) {
   if (index_ == 0 && c.part == SIZE_MAX) return stray(c, "closed before its hello");
-  if (index_ != 0 && !key_.empty() && c.nonce.empty() && aborted_.empty()) {
-    // Closed before the hub's challenge (it let a flood's oldest go, or was not ready):
-    // nothing of this part's was sent yet; connect again.
-    if (c.fd >= 0) close(c.fd);
-    c.fd = -1;
-    c.in.clear();
-    c.out.clear();
-    return;
-  }
+  if (index_ != 0 && !c.welcomed && aborted_.empty()) return start_over(c);  // the hub never took it
   if (aborted_.empty())
     aborted_ = index_ == 0 ? (c.part == SIZE_MAX ? "a connection to the rendezvous broke before it said its part"
                                                  : "part " + std::to_string(c.part) + " closed its connection (it stopped)")

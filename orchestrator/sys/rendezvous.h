@@ -10,9 +10,10 @@
 // that address's and not taken yet; a stray connection (a port scan, a probe, an impostor) is
 // closed and counted, and the run goes on. Spokes connect from their own address.
 // With a run key (a secret every part holds) every frame carries an HMAC-SHA256 over its
-// connection's fresh nonce (the hub's challenge, its first frame), its direction and its
-// sequence number: a connection that cannot sign is a stray, whatever address it comes from,
-// and a recorded conversation cannot be replayed into another.
+// connection's fresh nonces (the hub's, in its challenge, and then the spoke's, its first
+// frame), its direction and its sequence number: a connection that cannot sign is a stray,
+// whatever address it comes from, and a recorded conversation of either side cannot be
+// replayed into another.
 // (ZeroMQ would do this, but its 14 shared libraries cost every rocelab command ~1.7 ms to
 // load, a quarter of a small `down`.)
 #pragma once
@@ -79,12 +80,22 @@ class Rendezvous {
     // With a run key: the connection's nonce (the hub's challenge; a spoke holds its frames
     // until it has it) and each direction's next sequence number.
     std::string nonce;
+    // The spoke's own nonce, its first frame after the challenge: every frame after it is
+    // signed over both, so a hub's recorded stream does not replay into a later connection
+    // (the spoke draws anew; only the hub's nonce was in the recording).
+    std::string spoke_nonce;
     std::vector<std::string> held;
     uint64_t seq_in = 0, seq_out = 0;
+    // Spoke: the hub took this part's hello (its welcome came). Until then a close is the
+    // hub letting a waiting connection go (a flood's), not the run's end: the spoke connects
+    // again and sends `replay`, every frame it queued on the connection, once more.
+    bool welcomed = false;
+    std::vector<std::string> replay;
   };
   Rendezvous() = default;
   Status pump(long timeout_ms);  // moves bytes both ways; on the hub, completes tags and sends them
   void connect_to_hub();
+  void start_over(Conn& c);  // spoke: closed before its welcome; connect again and resend
   void queue(Conn& c, const std::string& tag, const std::vector<std::string>& frames);
   void seal(Conn& c, const std::string& body);  // frames it, signed when there is a key
   std::string mac(const Conn& c, bool from_hub, uint64_t seq, const std::string& body) const;

@@ -28,6 +28,7 @@ import retries
 
 # The run key every split run of these tests signs its rendezvous with (a split run needs one).
 SPLIT_KEY = "the split tests' run key, 32 bytes"
+FLOOD_RATE = "3000"  # connections a second the flood test opens (each held 0.25 s)
 ROCELAB = ""
 SOURCE = ""
 PID = os.getpid()
@@ -774,6 +775,62 @@ while not os.path.exists(stop):
         self.assertLess(peak, 100 * 1024, f"part 0's peak RSS {peak} KiB")
         print(f"split run under attack: {rounds} hostile rounds, {a['split']['strays']} strays closed by part 0 "
               f"(last: {a['split']['last_stray']}), part 0's peak RSS {peak // 1024} MiB", file=sys.stderr)
+
+    # A connection flood from part 1's own address (the address check lets it through): new
+    # connections at a steady rate, each held idle a while, none ever saying hello; until
+    # told to stop. It prints how many it opened and over how many seconds.
+    FLOOD = r"""
+import socket, sys, time, os
+hub, src, stop, rate, hold = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+held, opened, t0 = [], 0, time.time()
+while not os.path.exists(stop):
+    s = socket.socket()
+    s.setblocking(False)
+    s.bind((src, 0))
+    try:
+        s.connect((hub, 4790))
+    except BlockingIOError:
+        pass
+    except OSError:
+        s.close()
+        s = None
+    if s:
+        held.append((time.time(), s))
+        opened += 1
+    while held and time.time() - held[0][0] > hold:
+        held.pop(0)[1].close()
+    time.sleep(max(0.0, t0 + opened / rate - time.time()) if opened else 1.0 / rate)
+print(opened, time.time() - t0, flush=True)
+"""
+
+    def test_a_keyed_split_run_joins_through_a_connection_flood(self):
+        """Issue 49, build 4: 3,000 connections a second from part 1's own address, each held
+        idle for 0.25 s, from before either part starts until both end. The hub keeps at most
+        8 waiting for their hello; the oldest goes only once it has waited 200 ms, else the
+        newcomer, so a part challenged a moment ago keeps its place, and a spoke let go before
+        its hello was taken connects again. Both parts finish as an untouched run does. (At
+        2b7f191, where 8 newer connections pushed out the oldest at once, part 0 waited its
+        60 s at 'hello' for part 1 and failed; at 200 a second both got in.)"""
+        path = self.incast_scenario("f.yaml", 4)
+        stop = os.path.join(self.tmp, "stop-flood")
+        flood = subprocess.Popen(["nsenter", f"--net={NETNS_DIR}/{self.machines[1]}", sys.executable, "-c", self.FLOOD,
+                                  self.underlay[0], self.underlay[1], stop, FLOOD_RATE, "0.25"], stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1.5)  # the flood runs before either part listens or connects
+            got = self.run_parts(path)
+        finally:
+            open(stop, "w").close()
+            opened, seconds = (float(x) for x in flood.communicate(timeout=60)[0].split())
+        rate = opened / seconds
+        print(f"\nsplit run through a flood: {opened:.0f} connections in {seconds:.1f} s ({rate:.0f}/s), "
+              f"{got[0][2]['split']['strays'] if got[0][2] else '?'} strays closed by part 0", file=sys.stderr)
+        self.assertGreaterEqual(rate, 100, "the flood kept up at least 100 connections a second")
+        for i, (rc, err, res) in enumerate(got):
+            self.assertEqual(rc, 0, f"part {i}: {err[-2000:]}")
+            self.assertTrue(res["split"]["signed"])
+            self.assertEqual(sorted((f["from"], f["bytes"], f["digest_ok"]) for f in res["workloads"]["flows"]),
+                             [("host3", 4 << 20, True), ("host4", 4 << 20, True)])
+        self.assertGreater(got[0][2]["split"]["strays"], 100, "the hub let the flood's connections go")
 
     def test_part_auto_takes_its_share_from_a_slurm_step(self):
         """Issue 37: `run --part auto` inside a Slurm job step (srun -N 2 --ntasks-per-node=1):

@@ -245,6 +245,14 @@ TEST(Rendezvous, WithARunKeyOnlyPartsThatSignGetIn) {
   ASSERT_TRUE(hub) << hub.error().what;
   std::vector<int> fds;
   for (int i = 0; i < 12; ++i) fds.push_back(connect_from(0x7f000002, hub_at));  // idle: more than may wait
+  (void)(*hub)->offer("tick", "x");
+  // A burst faster than a round trip: the first 8 wait, the newcomers past them go.
+  EXPECT_EQ((*hub)->strays(), 4u) << (*hub)->last_stray();
+  EXPECT_NE((*hub)->last_stray().find("all of them just come"), std::string::npos) << (*hub)->last_stray();
+  for (int i = 0; i < 50; ++i) {  // past 200 ms: the oldest waiting may now go for a newcomer
+    (void)(*hub)->offer("tick", "x");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   const int impostor = connect_from(0x7f000002, hub_at);
   ASSERT_EQ(challenge_nonce(impostor, **hub).size(), 16u);
   std::string unsigned_hello;
@@ -304,16 +312,79 @@ TEST(Rendezvous, ASignatureHoldsOnlyForItsConnectionAndPlace) {
   }
   EXPECT_EQ((*hub)->strays(), before + 2) << (*hub)->last_stray();
   EXPECT_NE((*hub)->last_stray().find("not signed with the run key"), std::string::npos) << (*hub)->last_stray();
-  // On the first connection, signed right: hello (0) and the figures (1).
-  const std::string good = signed_frame(kKey, recorded, 's', 0, hello) +
-                           signed_frame(kKey, recorded, 's', 1, body_of("figures", {"part 1, by hand"}));
+  // On the first connection, signed right: the spoke's nonce (0, over the hub's alone), then
+  // over both nonces hello (1) and the figures (2).
+  const std::string mine = "the spoke's nonc";
+  const std::string both = recorded + mine;
+  const std::string good = signed_frame(kKey, recorded, 's', 0, body_of("!nonce", {mine})) +
+                           signed_frame(kKey, both, 's', 1, hello) +
+                           signed_frame(kKey, both, 's', 2, body_of("figures", {"part 1, by hand"}));
   (void)!write(replay, good.data(), good.size());
   auto all = (*hub)->exchange("figures", "part 0", 5'000);
   ASSERT_TRUE(all) << all.error().what;
   EXPECT_EQ((*all)[1], "part 1, by hand");
-  const std::string answer = signed_frame(kKey, recorded, 'h', 1, body_of("figures", *all));
-  EXPECT_EQ(read_pumping(replay, answer.size(), **hub), answer) << "the hub's answer, signed (its challenge was 0)";
+  const std::string answer =
+      signed_frame(kKey, both, 'h', 1, body_of("!welcome", {})) + signed_frame(kKey, both, 'h', 2, body_of("figures", *all));
+  EXPECT_EQ(read_pumping(replay, answer.size(), **hub), answer)
+      << "the hub's welcome and answer, signed over both nonces (its challenge was 0)";
   for (int fd : {replay, second, third}) close(fd);
+}
+
+// A hub's recorded stream replayed to a spoke of a later run with the same key (whoever
+// took the hub's address first plays it back) is refused: the challenge verifies, as it was
+// the hub's, but the spoke drew a nonce of its own and nothing recorded was signed over it.
+TEST(Rendezvous, ARecordedHubStreamDoesNotReplayIntoAnotherRun) {
+  const std::string hub_at = hub_address(11);
+  const std::vector<uint32_t> peers{0x7f000001, 0x7f000002};
+  std::string recording;
+  {  // Run 1: the test is part 1 by hand, and records all the hub says.
+    auto hub = Rendezvous::open(0, 2, hub_at, peers, kKey);
+    ASSERT_TRUE(hub) << hub.error().what;
+    const int fd = connect_from(0x7f000002, hub_at);
+    const std::string len = read_pumping(fd, 4, **hub);
+    ASSERT_EQ(len.size(), 4u);
+    uint32_t n;
+    std::memcpy(&n, len.data(), 4);
+    const std::string rest = read_pumping(fd, ntohl(n) + 32, **hub);
+    ASSERT_EQ(rest.size(), ntohl(n) + 32);
+    const std::string nonce = rest.substr(ntohl(n) - 16, 16), mine = "run one's nonce.";
+    const std::string frames = signed_frame(kKey, nonce, 's', 0, body_of("!nonce", {mine})) +
+                               signed_frame(kKey, nonce + mine, 's', 1, body_of("!hello", {"1"})) +
+                               signed_frame(kKey, nonce + mine, 's', 2, body_of("figures", {"run one's"}));
+    (void)!write(fd, frames.data(), frames.size());
+    auto all = (*hub)->exchange("figures", "run one's hub", 5'000);
+    ASSERT_TRUE(all) << all.error().what;
+    const std::string answer = signed_frame(kKey, nonce + mine, 'h', 1, body_of("!welcome", {})) +
+                               signed_frame(kKey, nonce + mine, 'h', 2, body_of("figures", *all));
+    ASSERT_EQ(read_pumping(fd, answer.size(), **hub), answer);
+    recording = len + rest + answer;
+    close(fd);
+  }
+  // Run 2, same key: a fake hub plays the recording to the real part 1.
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(uint16_t(std::stoi(hub_at.substr(hub_at.rfind(':') + 1))));
+  at.sin_addr.s_addr = htonl(0x7f000001);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&at), sizeof at), 0) << std::strerror(errno);
+  ASSERT_EQ(listen(listener, 4), 0);
+  auto spoke = Rendezvous::open(1, 2, hub_at, peers, kKey);
+  ASSERT_TRUE(spoke) << spoke.error().what;
+  std::thread fake([&] {
+    pollfd p{listener, POLLIN, 0};
+    if (poll(&p, 1, 5'000) != 1) return;
+    const int fd = accept(listener, nullptr, nullptr);
+    (void)!write(fd, recording.data(), recording.size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    close(fd);
+  });
+  auto r = (*spoke)->exchange("figures", "run two's part 1", 3'000);
+  fake.join();
+  close(listener);
+  ASSERT_FALSE(r) << "the recorded figures were taken: " << (*r)[0];
+  EXPECT_NE(r.error().what.find("is not signed with the run key"), std::string::npos) << r.error().what;
 }
 
 // Parts that do not share a key stop at once and say so, instead of waiting out --part-wait.

@@ -558,7 +558,15 @@ class Vm(unittest.TestCase):
                 jobs.append(job)
                 time.sleep(2)  # the listening guest's socket first
             t0 = time.time()
-            outs = [procs[0].communicate(timeout=1800)[0]]
+            # g1 stays up until g0's steps are over: a g1 that ends first died (its kernel, under
+            # TCG), and g0 would wait for its node until the timeout (CI once sat 18 minutes
+            # behind 'srun: job 2 queued and waiting for resources'). g0 is stopped then, and
+            # g1's console judged below like any crash.
+            while procs[0].poll() is None and procs[1].poll() is None and time.time() - t0 < 1800:
+                time.sleep(1)
+            if procs[0].poll() is None and procs[1].poll() is not None:
+                procs[0].kill()
+            outs = [procs[0].communicate(timeout=60)[0]]
             with open(os.path.join(jobs[1], "done"), "w"):  # g0's steps are over: g1 may look and stop
                 pass
             outs.append(procs[1].communicate(timeout=300)[0])
