@@ -113,23 +113,28 @@ workloads:
 """
 
 
-@unittest.skipUnless(os.geteuid() == 0 and shutil.which("useradd") and shutil.which("runuser"),
-                     "needs root and useradd/runuser: the attack is another user's, for real")
-class ScenarioReadOnce(unittest.TestCase):
-    """Issue 49, build 1: a run keeps the bytes its loader read. The file's owner (a user this
-    test makes) swaps the scenario for a link to a root-only file once the sweep's first point
-    has begun; no run directory may hold that file's bytes, and each holds what was loaded."""
+class AnotherUser(unittest.TestCase):
+    """A second, unprivileged user, made for the test and removed after, and a directory
+    (mode 0755) for its files."""
 
     def setUp(self):
-        self.user = f"rlh{os.getpid() % 100000}"
+        self.user = f"rl{type(self).__name__[:4].lower()}{os.getpid() % 100000}"
         subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", self.user], check=True,
                        capture_output=True)
-        self.tmp = tempfile.mkdtemp(prefix="rocelab-readonce-")
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-another-")
         os.chmod(self.tmp, 0o755)
 
     def tearDown(self):
         shutil.rmtree(self.tmp, ignore_errors=True)
         subprocess.run(["userdel", self.user], capture_output=True)
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("useradd") and shutil.which("runuser"),
+                     "needs root and useradd/runuser: the attack is another user's, for real")
+class ScenarioReadOnce(AnotherUser):
+    """Issue 49, build 1: a run keeps the bytes its loader read. The file's owner (a user this
+    test makes) swaps the scenario for a link to a root-only file once the sweep's first point
+    has begun; no run directory may hold that file's bytes, and each holds what was loaded."""
 
     def test_a_scenario_swapped_for_a_link_mid_sweep_is_not_read_again(self):
         vault = os.path.join(self.tmp, "vault")
@@ -179,22 +184,11 @@ class ScenarioReadOnce(unittest.TestCase):
 
 @unittest.skipUnless(os.geteuid() == 0 and shutil.which("useradd") and shutil.which("runuser"),
                      "needs root and useradd/runuser: the attack is another user's, for real")
-class RunDirectoryHeld(unittest.TestCase):
+class RunDirectoryHeld(AnotherUser):
     """Issue 49, build 2: the run directory is held, not found again by name. A user this test
     makes owns the directory the run directory is made in; once the run has begun they rename
     it and leave a link to another directory in its place. Nothing may be written where the
     link points; every file goes into the directory the run made, and the run says so."""
-
-    def setUp(self):
-        self.user = f"rld{os.getpid() % 100000}"
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", self.user], check=True,
-                       capture_output=True)
-        self.tmp = tempfile.mkdtemp(prefix="rocelab-held-")
-        os.chmod(self.tmp, 0o755)
-
-    def tearDown(self):
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        subprocess.run(["userdel", self.user], capture_output=True)
 
     def test_a_run_directory_renamed_and_replaced_by_a_link_mid_run_redirects_nothing(self):
         uid = int(subprocess.run(["id", "-u", self.user], capture_output=True, text=True, check=True).stdout)
