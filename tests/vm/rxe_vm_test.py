@@ -638,7 +638,12 @@ class Vm(unittest.TestCase):
         self.assertRegex(g0["srun-kill.txt"], r"g1: task 1: (Killed|Exited with exit code 137)", "srun names the part that died")
         kill0 = g0["kill.txt"] or ""
         self.assertNotIn((g0["kill.rc"] or "").strip(), ("", "0"), f"part 0 went on:\n{kill0[-2000:]}")
-        self.assertIn("rocelab run: stopped by SIGTERM (under srun: the step is ending", kill0)
+        # Part 0 learns it two ways, and either may come first: part 1's socket closing (the
+        # kernel's FIN, a moment after the kill) and srun's SIGTERM (slurmstepd on g1, srun,
+        # slurmstepd on g0: under TCG often after part 0 has stopped and torn down on the
+        # first). Each names the cause; both are printed when the signal comes before the end.
+        self.assertRegex(kill0, r"rocelab run: (workloads: part 1 closed its connection \(it stopped\)|"
+                                r"stopped by SIGTERM \(under srun: the step is ending)")
         print(f"vm: part 0 after part 1 was killed (exit {(g0['kill.rc'] or '').strip()}):\n{kill0[-1500:]}", file=sys.stderr)
         for part, g in enumerate(guests):
             self.assertIsNotNone(g["left.txt"], f"guest {part} did not look")
