@@ -769,17 +769,27 @@ std::optional<std::string> instance_arg(const po::variables_map& vm, const char*
 }
 
 // down --slurm-job ID: every instance brought up inside that job (a Slurm epilog's line).
+constexpr double kJobLockWaitS = 30;
 int down_job(const po::variables_map& vm, const Globals& g) {
   const std::string job = "slurm:" + vm["slurm-job"].as<std::string>();
   if (vm.count("name") || !fabric::is_job_name(job)) {
     std::cerr << "rocelab down: --slurm-job takes a Slurm job id (digits, $SLURM_JOB_ID in an epilog) and no NAME\n";
     return kExitBadInput;
   }
+  // An epilog must never hang: one deadline for the job's every instance (a stuck holder is
+  // named, and Slurm drains the node on the epilog's failure rather than waiting forever).
+  const double wait_s = vm.count("lock-wait") ? vm["lock-wait"].as<double>() : kJobLockWaitS;
+  if (!(wait_s >= 0 && wait_s <= 86400)) {
+    std::cerr << "rocelab down: --lock-wait " << wait_s << ": seconds from 0 to 86400\n";
+    return kExitBadInput;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(wait_s * 1000));
   ordered_json out = ordered_json::array();
   int rc = 0;
   for (const auto& name : fabric::instances_of_job(job)) {
     std::string why;
-    auto rep = fabric::down_instance(name, why);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto rep = fabric::down_instance(name, why, std::max<int64_t>(left.count(), 0));
     if (!rep) {
       std::cerr << "rocelab down: " << name << ": " << why << "\n";
       rc = kExitEnvironment;
@@ -798,7 +808,16 @@ int cmd_down(const po::variables_map& vm, const Globals& g) {
   auto name = instance_arg(vm, "down");
   if (!name) return vm.count("name") ? kExitBadInput : 0;
   std::string why;
-  auto rep = fabric::down_instance(*name, why);
+  int64_t wait_ms = -1;  // an `up` still running: wait for it, unless told how long
+  if (vm.count("lock-wait")) {
+    const double w = vm["lock-wait"].as<double>();
+    if (!(w >= 0 && w <= 86400)) {
+      std::cerr << "rocelab down: --lock-wait " << w << ": seconds from 0 to 86400\n";
+      return kExitBadInput;
+    }
+    wait_ms = int64_t(w * 1000);
+  }
+  auto rep = fabric::down_instance(*name, why, wait_ms);
   if (!rep) {
     std::cerr << "rocelab down: " << why << "\n";
     return model::is_instance_name(*name) ? kExitEnvironment : kExitBadInput;
@@ -1378,15 +1397,19 @@ const std::vector<Command>& commands() {
       {"down", "[NAME]", "tear down a running fabric, exactly as its state file recorded it",
        "Replays instance NAME's state file, removing what it records and nothing else, then the\n"
        "state file. Idempotent: an instance that is not up is not an error. Without NAME, the\n"
-       "only instance that is up. Waits for an 'up' of the same instance that is still running.\n"
+       "only instance that is up. Waits for an 'up' or 'run' of the same instance that is still\n"
+       "running (it holds the instance's lock): as long as it takes, or --lock-wait seconds, then\n"
+       "exit 4 naming the process that holds it, with nothing touched.\n"
        "--slurm-job ID: every instance an 'up' or 'run' made inside Slurm job ID (its state file\n"
        "records SLURM_JOB_ID), for the cluster's Epilog: a part killed outright (SIGKILL, a\n"
        "node's OOM killer) leaves its share up, and the epilog takes it away; other jobs'\n"
-       "fabrics stay (docs/multi-machine.md).",
+       "fabrics stay (docs/multi-machine.md). An epilog must not hang: --lock-wait is 30 s\n"
+       "there unless given, for all of the job's instances together.",
        "sudo rocelab down quickstart\n"
        "  rocelab down --slurm-job \"$SLURM_JOB_ID\"   # in slurm.conf's Epilog script (runs as root)",
        [](po::options_description& d) {
          d.add_options()("slurm-job", po::value<std::string>(), "every instance made inside this Slurm job")(
+             "lock-wait", po::value<double>(), "seconds to wait for a running up/run's lock (30 with --slurm-job)")(
              "name", po::value<std::string>(), "instance name");
        },
        cmd_down},

@@ -723,7 +723,7 @@ bool Fabric::down(std::string& why) {
   return true;
 }
 
-std::optional<DownReport> down_instance(const std::string& instance, std::string& why) {
+std::optional<DownReport> down_instance(const std::string& instance, std::string& why, int64_t lock_wait_ms) {
   DownReport rep;
   if (!model::is_instance_name(instance)) {
     why = "'" + instance.substr(0, 64) + "' is not an instance name (lower-case letters, digits and '-')";
@@ -736,8 +736,9 @@ std::optional<DownReport> down_instance(const std::string& instance, std::string
     why = "tearing a fabric down needs root";
     return std::nullopt;
   }
-  auto log = sys::StateLog::open(path, true, why);
-  if (!log) return sys::path_exists(path) ? std::nullopt : std::optional<DownReport>(rep);
+  bool held = false;
+  auto log = sys::StateLog::open(path, true, why, lock_wait_ms, &held);
+  if (!log) return held || sys::path_exists(path) ? std::nullopt : std::optional<DownReport>(rep);
   if (log->removed()) return rep;  // another `down` finished while we waited
   rep.found = true;
   LogEntries e = parse_log(log->lines());

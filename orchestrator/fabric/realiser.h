@@ -124,8 +124,9 @@ struct DownReport {
   double agent_seconds = 0;  // stopping the recorded processes (the agent), included in seconds
 };
 // Tears an instance down exactly as its state file recorded it. Idempotent: an instance
-// that is not up is not an error (found = false).
-std::optional<DownReport> down_instance(const std::string& instance, std::string& why);
+// that is not up is not an error (found = false). A running `up`/`run` of it holds its lock:
+// waited for as long as it takes (lock_wait_ms < 0) or that long, then an error naming it.
+std::optional<DownReport> down_instance(const std::string& instance, std::string& why, int64_t lock_wait_ms = -1);
 
 // Instances with a state file.
 std::vector<std::string> list_instances();

@@ -3,10 +3,18 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <thread>
 
 namespace rocelab::sys {
 
@@ -69,19 +77,59 @@ std::unique_ptr<StateLog> StateLog::create(const std::string& path, const std::s
   return std::unique_ptr<StateLog>(new StateLog(std::move(fd), path));
 }
 
-std::unique_ptr<StateLog> StateLog::open(const std::string& path, bool lock, std::string& why) {
+std::unique_ptr<StateLog> StateLog::open(const std::string& path, bool lock, std::string& why, int64_t wait_ms, bool* held) {
   Fd fd(::open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC));
   if (!fd.valid()) {
     why = err("open state file " + path);
     return nullptr;
   }
-  while (lock && flock(fd.get(), LOCK_EX) != 0) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto deadline = t0 + std::chrono::milliseconds(std::max<int64_t>(wait_ms, 0));
+  while (lock && flock(fd.get(), LOCK_EX | (wait_ms >= 0 ? LOCK_NB : 0)) != 0) {
+    if (errno == EWOULDBLOCK && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      continue;
+    }
+    if (errno == EWOULDBLOCK) {
+      const std::string holder = flock_holder(fd.get());
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%.1f", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      why = "state file " + path + " is still held after " + waited + " s by " +
+            (holder.empty() ? "a process in another PID namespace" : holder) +
+            " (a run or up of this instance still going, or stuck): nothing was touched";
+      if (held) *held = true;
+      return nullptr;
+    }
     if (errno != EINTR) {
       why = err("lock state file " + path);
       return nullptr;
     }
   }
   return std::unique_ptr<StateLog>(new StateLog(std::move(fd), path));
+}
+
+std::string flock_holder(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return "";
+  // "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a waiter's line has "->" after the
+  // number. The device is major:minor in hex.
+  char want[64];
+  std::snprintf(want, sizeof want, "%02x:%02x:%lu", major(st.st_dev), minor(st.st_dev), static_cast<unsigned long>(st.st_ino));
+  std::ifstream locks("/proc/locks");
+  for (std::string line; std::getline(locks, line);) {
+    std::istringstream in(line);
+    std::string num, kind, mode, rw, pid, file;
+    if (!(in >> num >> kind) || kind != "FLOCK" || !(in >> mode >> rw >> pid >> file) || file != want) continue;
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid == "0") return "";
+    std::ifstream cmd("/proc/" + pid + "/cmdline");
+    std::string text((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (text.size() > 160) text = text.substr(0, 160) + "...";
+    while (!text.empty() && text.back() == '\0') text.pop_back();
+    for (char& ch : text)
+      if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e) ch = ' ';
+    return "PID " + pid + (text.empty() ? "" : " (" + text + ")");
+  }
+  return "";
 }
 
 bool StateLog::append(const std::vector<std::string>& lines, std::string& why) {

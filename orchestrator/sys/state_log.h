@@ -4,6 +4,7 @@
 // (O_TMPFILE + flock + linkat), so no other process ever sees it unlocked while `up` runs.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,8 +21,10 @@ class StateLog {
   // Creates PATH holding `first_lines`; fails (EEXIST in `why`) if PATH exists.
   static std::unique_ptr<StateLog> create(const std::string& path, const std::string& first_lines, std::string& why);
   // Opens an existing log. With `lock`, waits for its exclusive lock (a running `up` holds
-  // it; a killed one released it when it died).
-  static std::unique_ptr<StateLog> open(const std::string& path, bool lock, std::string& why);
+  // it; a killed one released it when it died): as long as it takes with `wait_ms` < 0, else
+  // at most that long, then fails naming the process that holds it (`why`, `held` true).
+  static std::unique_ptr<StateLog> open(const std::string& path, bool lock, std::string& why, int64_t wait_ms = -1,
+                                        bool* held = nullptr);
 
   // One write(2) of the lines (each gets a '\n'); they are on disk before this returns.
   bool append(const std::vector<std::string>& lines, std::string& why);
@@ -40,5 +43,9 @@ class StateLog {
 };
 
 bool ensure_state_dir(std::string& why);
+
+// "PID N (its command line)" of whoever holds an flock on FD's file, from /proc/locks; empty
+// when no process does (or the holder is in another PID namespace).
+std::string flock_holder(int fd);
 
 }  // namespace rocelab::sys

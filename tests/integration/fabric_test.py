@@ -1072,6 +1072,47 @@ class CrashSafety(unittest.TestCase):
                 rocelab("down", name)
                 self.assertEqual(leftovers(name), [], name)
 
+    def test_an_epilog_does_not_hang_on_a_held_instance(self):
+        """Issue 49: `down --slurm-job ID` waited for the instance's lock with no end, so a
+        part stuck holding it (or anyone who opened its state file and locked it) hung the
+        job's epilog, and Slurm's node with it. It waits --lock-wait seconds (30 by default
+        there), then exits 4 naming the holder, with nothing touched; once the lock is free,
+        the same line takes the instance away."""
+        job = str(800000 + PID % 100000)
+        r = subprocess.run([ROCELAB, "up", "--instance", self.instance, self.path], capture_output=True, text=True,
+                           timeout=300, env=dict(os.environ, SLURM_JOB_ID=job))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        try:
+            holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time\n"
+                                       "f = open(sys.argv[1]); fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True)\n"
+                                       "time.sleep(600)", f"{STATE_DIR}/{self.instance}.state"],
+                                      stdout=subprocess.PIPE, text=True)
+            try:
+                self.assertEqual(holder.stdout.readline().strip(), "held")
+                t0 = time.monotonic()
+                r = rocelab("down", "--slurm-job", job, "--lock-wait", "2")
+                waited = time.monotonic() - t0
+                self.assertEqual(r.returncode, 4, r.stdout + r.stderr)
+                self.assertGreaterEqual(waited, 2.0, "it waited its --lock-wait")
+                self.assertRegex(r.stderr, rf"is still held after \d+\.\d s by PID {holder.pid} \(")
+                self.assertIn("nothing was touched", r.stderr)
+                self.assertNotEqual(leftovers(self.instance), [], "the held instance is left as it was")
+                r = rocelab("down", "--lock-wait", "0.5", self.instance)  # the same for a named down
+                self.assertEqual(r.returncode, 4, r.stderr)
+                self.assertIn(f"by PID {holder.pid} (", r.stderr)
+            finally:
+                holder.kill()
+                holder.wait()
+            r = rocelab("-j", "down", "--slurm-job", job, "--lock-wait", "2")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual([d["instance"] for d in json.loads(r.stdout)], [self.instance])
+            self.assertEqual(leftovers(self.instance), [])
+            r = rocelab("down", "--slurm-job", job, "--lock-wait", "-1")
+            self.assertEqual(r.returncode, 3, r.stderr)
+        finally:
+            rocelab("down", self.instance)
+            self.assertEqual(leftovers(self.instance), [])
+
 @unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")
 class Reliability(unittest.TestCase):
     """Issue 17: what a fault sweep found. A phase that throws, an agent killed mid-run, a

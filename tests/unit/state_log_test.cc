@@ -75,6 +75,25 @@ TEST_F(StateLogTest, TheFileIsLockedFromTheMomentItAppears) {
   close(fd);
 }
 
+// A bounded wait for the lock gives up when it says, naming who holds it (an epilog's down);
+// once the holder lets go, the same call takes it.
+TEST_F(StateLogTest, ABoundedWaitForTheLockNamesItsHolder) {
+  std::string why;
+  auto log = sys::StateLog::create(path_, "a\n", why);
+  ASSERT_TRUE(log) << why;
+  bool held = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(sys::StateLog::open(path_, true, why, 300, &held));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
+  EXPECT_TRUE(held);
+  EXPECT_NE(why.find("by PID " + std::to_string(getpid()) + " ("), std::string::npos) << why;
+  log.reset();  // the holder goes
+  held = false;
+  auto again = sys::StateLog::open(path_, true, why, 300, &held);
+  EXPECT_TRUE(again) << why;
+  EXPECT_FALSE(held);
+}
+
 TEST_F(StateLogTest, ATornLastLineIsIgnored) {
   std::string why;
   auto log = sys::StateLog::create(path_, "a\n", why);
