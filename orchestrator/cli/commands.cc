@@ -21,6 +21,7 @@
 #include <cmath>
 #include <atomic>
 #include <chrono>
+#include <set>
 #include <map>
 #include <thread>
 #include <cstdio>
@@ -104,6 +105,16 @@ void add_split_options(po::options_description& d, bool run) {
         "and the JUnit properties");
 }
 
+// The user sudo ran this as (SUDO_UID, set by sudo itself), if any.
+std::optional<uid_t> sudo_uid() {
+  const char* v = std::getenv("SUDO_UID");
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  const unsigned long id = std::strtoul(v, &end, 10);
+  if (*end || id > 0xfffffffeUL) return std::nullopt;
+  return uid_t(id);
+}
+
 // The split run's key: --run-key FILE, else $ROCELAB_RUN_KEY; empty when neither (the
 // rendezvous then trusts addresses alone). nullopt after saying what is wrong with it.
 std::optional<std::string> run_key(const po::variables_map& vm) {
@@ -123,7 +134,8 @@ std::optional<std::string> run_key(const po::variables_map& vm) {
     std::string why;
     if (!S_ISREG(st.st_mode)) why = "not a regular file";
     else if (st.st_mode & 077) why = "readable or writable by others than its owner (chmod 600 it)";
-    else if (st.st_uid != geteuid()) why = "owned by another user";
+    else if (st.st_uid != geteuid() && !(geteuid() == 0 && sudo_uid() == std::optional<uid_t>(st.st_uid)))
+      why = "owned by another user (neither this one nor, under sudo, SUDO_UID)";
     else if (st.st_size > 4096) why = "larger than 4 KiB: a key, not a document";
     char buf[4097];
     const ssize_t n = why.empty() ? read(fd, buf, sizeof buf) : 0;
@@ -138,8 +150,11 @@ std::optional<std::string> run_key(const po::variables_map& vm) {
     return std::string();
   }
   while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.pop_back();  // echo's newline
-  if (key.size() < 16)
-    return bad(std::string(vm.count("run-key") ? "--run-key" : "ROCELAB_RUN_KEY") + ": a run key is 16 bytes or more");
+  const std::string what = vm.count("run-key") ? "--run-key" : "ROCELAB_RUN_KEY";
+  if (key.size() < 16) return bad(what + ": a run key is 16 bytes or more");
+  // 128 random bits cannot be checked, but a word repeated or a run of one letter can.
+  if (std::set<char>(key.begin(), key.end()).size() < 8)
+    return bad(what + ": fewer than 8 distinct characters: not a random key (head -c 32 /dev/urandom | base64 > run.key)");
   return key;
 }
 

@@ -29,6 +29,8 @@ constexpr const char* kHello = "!hello";
 constexpr const char* kChallenge = "!challenge";  // keyed: the hub's first frame, the connection's nonce
 constexpr const char* kWelcome = "!welcome";      // the hub took the spoke's hello: it is that part's now
 constexpr const char* kSpokeNonce = "!nonce";     // keyed: the spoke's first frame, its own nonce
+constexpr const char* kOpen = "!open";            // unkeyed: the hub's first frame (a keyed spoke stops on it)
+constexpr uint32_t kMaxChallengeFrame = 64;       // a keyed spoke's first frame: the challenge is 38 bytes
 constexpr size_t kNonceBytes = 16;
 constexpr size_t kMacBytes = 32;                  // HMAC-SHA256
 constexpr uint32_t kMaxFrame = 256u << 20;  // after hello: a part's figures of the largest fabrics fit
@@ -190,6 +192,25 @@ void Rendezvous::start_over(Conn& c) {
   connect_to_hub();
 }
 
+// Keyed spoke, unkeyed hub: this part stops, and tells the hub why in the hub's own unsigned
+// framing (an unkeyed run trusts its peers' addresses alone anyway), so both stop at once.
+void Rendezvous::mismatch(Conn& c) {
+  const std::string why = "part " + std::to_string(index_) + " has a run key and part 0 (" + hub_ +
+                          ") runs without one (--insecure-no-key): give every part the same key, or none";
+  if (aborted_.empty()) aborted_ = why;
+  std::string body;
+  put32(body, uint32_t(std::strlen(kAbort)));
+  body += kAbort;
+  put32(body, 1);
+  put32(body, uint32_t(why.size()));
+  body += why;
+  c.out.clear();
+  put32(c.out, uint32_t(body.size()));
+  c.out += body;
+  (void)write_to(c);
+  lost(c);
+}
+
 // Unkeyed: u32 length and the body. Keyed: the same and the body's HMAC; a spoke holds its
 // frames until the hub's challenge gives the connection its nonce.
 void Rendezvous::seal(Conn& c, const std::string& body) {
@@ -199,7 +220,11 @@ void Rendezvous::seal(Conn& c, const std::string& body) {
   }
   put32(c.out, uint32_t(body.size()));
   c.out += body;
-  if (!key_.empty()) c.out += mac(c, index_ == 0, c.seq_out++, body);
+  if (!key_.empty()) {
+    const std::string m = mac(c, index_ == 0, c.seq_out++, body);
+    if (m.empty() && aborted_.empty()) aborted_ = "HMAC-SHA256 failed (OpenSSL): no frame can be signed";
+    c.out += m;
+  }
 }
 
 // HMAC-SHA256 under the run key of the connection's nonce, the direction, the frame's
@@ -213,8 +238,15 @@ std::string Rendezvous::mac(const Conn& c, bool from_hub, uint64_t seq, const st
   msg += body;
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
-  HMAC(EVP_sha256(), key_.data(), int(key_.size()), reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), md, &n);
+  if (!HMAC(EVP_sha256(), key_.data(), int(key_.size()), reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), md, &n) ||
+      n != kMacBytes)
+    return "";  // OpenSSL failed: nothing verifies, and sealing stops the run (seal)
   return std::string(reinterpret_cast<const char*>(md), n);
+}
+
+bool Rendezvous::verify(const Conn& c, bool from_hub, uint64_t seq, const std::string& body, const std::string& sig) const {
+  const std::string m = mac(c, from_hub, seq, body);
+  return m.size() == kMacBytes && sig.size() == kMacBytes && CRYPTO_memcmp(m.data(), sig.data(), kMacBytes) == 0;
 }
 
 // Spoke, keyed: the hub's first frame is its challenge, signed with the nonce it carries.
@@ -225,7 +257,7 @@ bool Rendezvous::take_challenge(Conn& c, const std::string& body, const std::str
     why = "part 0 (" + hub_ + ") runs without a run key and this part has one: give every part the same key";
   } else {
     c.nonce = body.substr(body.size() - kNonceBytes);
-    if (CRYPTO_memcmp(mac(c, true, 0, body).data(), sig.data(), kMacBytes) != 0)
+    if (!verify(c, true, 0, body, sig))
       why = "part 0 (" + hub_ + ")'s challenge is not signed with this part's run key: give every part the same key";
   }
   if (!why.empty()) {
@@ -292,12 +324,21 @@ void Rendezvous::take_frames(Conn& c) {
     const uint32_t len = get32(c.in, pos);
     if (index_ == 0 && c.part == SIZE_MAX && len > kMaxHelloFrame) return stray(c, "a first frame of " + std::to_string(len) + " bytes, not a hello");
     if (len > kMaxFrame || len < 8) return lost(c);
+    if (index_ != 0 && sig_bytes && c.nonce.empty()) {  // nothing is trusted before the challenge
+      if (len > kMaxChallengeFrame) {
+        if (aborted_.empty()) aborted_ = "part 0 (" + hub_ + ")'s first frame is " + std::to_string(len) + " bytes, no challenge";
+        return lost(c);
+      }
+      if (c.in.size() - pos >= 4 + size_t(len) && c.in.compare(pos + 8, std::strlen(kOpen), kOpen) == 0 &&
+          get32(c.in, pos + 4) == std::strlen(kOpen))
+        return mismatch(c);
+    }
     if (c.in.size() - pos < 4 + size_t(len) + sig_bytes) return;
     const std::string body = c.in.substr(pos + 4, len);
     const std::string sig = c.in.substr(pos + 4 + len, sig_bytes);
     pos += 4 + size_t(len) + sig_bytes;
     if (sig_bytes && !c.nonce.empty()) {
-      if (CRYPTO_memcmp(mac(c, index_ != 0, c.seq_in, body).data(), sig.data(), kMacBytes) != 0) {
+      if (!verify(c, index_ != 0, c.seq_in, body, sig)) {
         if (c.part == SIZE_MAX && index_ == 0) return stray(c, "a frame not signed with the run key");
         if (aborted_.empty())
           aborted_ = "a frame from " + (index_ == 0 ? "part " + std::to_string(c.part) : "part 0 (" + hub_ + ")") +
@@ -353,6 +394,10 @@ void Rendezvous::on_frame(Conn& c, const std::string& tag, std::vector<std::stri
       if (tag != kSpokeNonce || data.size() != 1 || data[0].size() != kNonceBytes) return stray(c, "no nonce");
       c.spoke_nonce = data[0];
       return;
+    }
+    if (key_.empty() && tag == kAbort && !data.empty()) {  // a keyed part met this unkeyed hub (mismatch())
+      if (aborted_.empty()) aborted_ = "a part at " + dotted(c.src) + " stopped: " + printable(data[0]);
+      return stray(c, "it stopped: " + printable(data[0]));
     }
     if (tag != kHello) return stray(c, "no hello");
     const size_t part = data.empty() ? 0 : std::strtoul(data[0].c_str(), nullptr, 10);
@@ -450,6 +495,9 @@ void Rendezvous::accept_parts() {
       }
       queue(c, kChallenge, {c.nonce});
       (void)write_to(c);
+    } else {  // says so at once: a keyed spoke stops instead of waiting for a challenge
+      queue(c, kOpen, {});
+      (void)write_to(c);
     }
     // A slot of a connection gone is reused: the list stays as long as the parts.
     auto free = std::find_if(conns_.begin(), conns_.end(), [](const Conn& o) { return o.fd < 0; });
@@ -546,6 +594,7 @@ std::string Rendezvous::missing(const std::string& tag) const {
   for (size_t p = 1; p < parts_; ++p)
     if (it == pending_.end() || it->second.size() <= p || !it->second[p])
       out += (out.empty() ? "part " : ", ") + std::to_string(p);
+  if (!out.empty() && !last_stray_.empty()) out += " (meanwhile " + last_stray_ + ")";
   return out.empty() ? "none" : out;
 }
 

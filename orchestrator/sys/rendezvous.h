@@ -95,10 +95,12 @@ class Rendezvous {
   Rendezvous() = default;
   Status pump(long timeout_ms);  // moves bytes both ways; on the hub, completes tags and sends them
   void connect_to_hub();
-  void start_over(Conn& c);  // spoke: closed before its welcome; connect again and resend
+  void start_over(Conn& c);
+  void mismatch(Conn& c);  // spoke: closed before its welcome; connect again and resend
   void queue(Conn& c, const std::string& tag, const std::vector<std::string>& frames);
   void seal(Conn& c, const std::string& body);  // frames it, signed when there is a key
   std::string mac(const Conn& c, bool from_hub, uint64_t seq, const std::string& body) const;
+  bool verify(const Conn& c, bool from_hub, uint64_t seq, const std::string& body, const std::string& sig) const;
   bool take_challenge(Conn& c, const std::string& body, const std::string& tag, const std::string& sig);
   bool read_from(Conn& c);   // false: the peer closed or failed
   bool write_to(Conn& c);

@@ -402,6 +402,27 @@ class Split(unittest.TestCase):
             self.assertEqual(r.returncode, 3, r.stderr)
             self.assertIn(says, r.stderr)
             self.assertFalse(os.path.exists(os.path.join(self.tmp, "never")))
+        # A key that is no random one; one of another user's, taken only when sudo ran rocelab
+        # for that user (SUDO_UID): then the next check refuses the run, so it was taken.
+        weak, theirs = os.path.join(self.tmp, "weak.key"), os.path.join(self.tmp, "theirs.key")
+        with open(weak, "w") as f:
+            f.write("abababababababababababab\n")
+        with open(theirs, "w") as f:
+            f.write(SPLIT_KEY + "\n")
+        os.chmod(weak, 0o600)
+        os.chmod(theirs, 0o600)
+        os.chown(theirs, 54321, 54321)
+        never = os.path.join(self.tmp, "never")
+        for args, env, says in (([*split, "--run-key", weak], {}, "fewer than 8 distinct characters: not a random key"),
+                                ([*split, "--run-key", theirs], {}, "owned by another user (neither this one nor, under sudo"),
+                                ([*split, "--run-key", theirs], {"SUDO_UID": "54322"}, "owned by another user"),
+                                ([*split, "--run-key", theirs, "--insecure-no-key"], {"SUDO_UID": "54321"},
+                                 "--insecure-no-key with a run key")):
+            r = subprocess.run([ROCELAB, "run", "--instance", self.parts[0], "--out", never, *args, self.path],
+                               capture_output=True, text=True, timeout=60, env=dict(os.environ, **env))
+            self.assertEqual(r.returncode, 3, r.stderr)
+            self.assertIn(says, r.stderr)
+            self.assertFalse(os.path.exists(never))
         # Addresses this machine does not have: refused before any namespace is made.
         r = rocelab("up", "--instance", self.parts[0], "--part", "0/2", "--peers", "198.19.253.0,198.19.253.1", self.path)
         self.assertNotEqual(r.returncode, 0)

@@ -409,6 +409,54 @@ TEST(Rendezvous, PartsWithoutTheSameKeySaySo) {
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().what.find("asks for a run key"), std::string::npos) << r.error().what;
   }
+  {  // a keyed part and an unkeyed hub (--insecure-no-key): both stop at once, each saying why
+    auto hub = Rendezvous::open(0, 2, hub_address(12), loopback(2));
+    auto spoke = Rendezvous::open(1, 2, hub_address(12), loopback(2), kKey);
+    ASSERT_TRUE(hub && spoke);
+    Result<std::vector<std::string>> at_hub = std::vector<std::string>{};
+    std::thread t([&] { at_hub = (*hub)->exchange("x", "", 10'000); });
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = (*spoke)->exchange("x", "", 10'000);
+    t.join();
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().what.find("has a run key and part 0"), std::string::npos) << r.error().what;
+    ASSERT_FALSE(at_hub);
+    EXPECT_NE(at_hub.error().what.find("a part at 127.0.0.1 stopped: part 1 has a run key"), std::string::npos)
+        << at_hub.error().what;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(9)) << "neither waited out its 10 s";
+  }
+}
+
+// Before the hub's challenge verifies, a keyed part takes nothing larger than a challenge
+// (whoever squats the hub's port could otherwise make it buffer 256 MiB).
+TEST(Rendezvous, AKeyedPartTakesNoLargeFrameBeforeItsChallenge) {
+  const std::string hub_at = hub_address(13);
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(uint16_t(std::stoi(hub_at.substr(hub_at.rfind(':') + 1))));
+  at.sin_addr.s_addr = htonl(0x7f000001);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&at), sizeof at), 0) << std::strerror(errno);
+  ASSERT_EQ(listen(listener, 4), 0);
+  auto spoke = Rendezvous::open(1, 2, hub_at, loopback(2), kKey);
+  ASSERT_TRUE(spoke) << spoke.error().what;
+  std::thread squatter([&] {
+    pollfd p{listener, POLLIN, 0};
+    if (poll(&p, 1, 5'000) != 1) return;
+    const int fd = accept(listener, nullptr, nullptr);
+    std::string frame;
+    put32(frame, 65);  // one byte more than any challenge, and only its length is sent
+    (void)!write(fd, frame.data(), frame.size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    close(fd);
+  });
+  auto r = (*spoke)->exchange("x", "", 3'000);
+  squatter.join();
+  close(listener);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().what.find("first frame is 65 bytes, no challenge"), std::string::npos) << r.error().what;
 }
 
 // A stray connection (a port scan's connect-and-close, an HTTP request, a huge length prefix,
