@@ -71,7 +71,7 @@ struct K8sPlan {
   size_t parts = 2;
 };
 
-// The four objects; every field set is listed with its reason in docs/multi-machine.md.
+// The five objects; every field set is listed with its reason in docs/multi-machine.md.
 std::vector<ordered_json> manifests(const K8sPlan& p) {
   const ordered_json labels{{"app.kubernetes.io/name", "rocelab"}, {"rocelab.io/run", p.name}};
   auto meta = [&](const std::string& n) { return ordered_json{{"name", n}, {"namespace", p.ns}, {"labels", labels}}; };
@@ -101,6 +101,9 @@ std::vector<ordered_json> manifests(const K8sPlan& p) {
       {"args", {"run", "--part", "auto", "--out", "/runs/part-$(JOB_COMPLETION_INDEX)", "/etc/rocelab/scenario.yaml"}},
       {"env", env},
       {"securityContext", {{"privileged", true}}},
+      // Memory bounded (a run's largest fabrics take ~1 GiB); no CPU limit: CFS quota would
+      // stall the PFC agent's loop, and a run says it is invalid when the machine lags anyway.
+      {"resources", {{"requests", {{"cpu", "1"}, {"memory", "1Gi"}}}, {"limits", {{"memory", "4Gi"}}}}},
       {"volumeMounts",
        {{{"name", "scenario"}, {"mountPath", "/etc/rocelab"}, {"readOnly", true}}, {{"name", "runs"}, {"mountPath", "/runs"}}}}};
   ordered_json job{
@@ -117,10 +120,24 @@ std::vector<ordered_json> manifests(const K8sPlan& p) {
           {"spec",
            {{"subdomain", p.name},
             {"restartPolicy", "Never"},
+            {"automountServiceAccountToken", false},  // a privileged pod needs no API credentials
             {"containers", {container}},
             {"volumes",
              {{{"name", "scenario"}, {"configMap", {{"name", config}}}}, {{"name", "runs"}, {"emptyDir", ordered_json::object()}}}}}}}}}}};
-  return {secret, cm, svc, job};
+  // Only the run's own pods reach its rendezvous and VXLAN ports (the key guards the first;
+  // nothing but this guards the second); everything else to these pods is refused.
+  const ordered_json run_pods{{"matchLabels", {{"rocelab.io/run", p.name}}}};
+  ordered_json policy{
+      {"apiVersion", "networking.k8s.io/v1"},
+      {"kind", "NetworkPolicy"},
+      {"metadata", meta(p.name)},
+      {"spec",
+       {{"podSelector", run_pods},
+        {"policyTypes", {"Ingress"}},
+        {"ingress",
+         {{{"from", {{{"podSelector", run_pods}}}},
+           {"ports", {{{"protocol", "TCP"}, {"port", 4790}}, {{"protocol", "UDP"}, {"port", 4789}}}}}}}}}};
+  return {secret, cm, svc, policy, job};
 }
 
 }  // namespace
@@ -180,8 +197,8 @@ int cmd_k8s(const po::variables_map& vm, const Globals&) {
   }
   const std::string o = vm["out"].as<std::string>();
   std::string werr;
-  const int fd = sys::open_for_write(o, werr);
-  bool ok = fd >= 0 && fchmod(fd, 0600) == 0;  // it holds the run key
+  const int fd = sys::open_private_for_write(o, werr);  // it holds the run key
+  bool ok = fd >= 0;
   for (size_t at = 0; ok && at < out.size();) {
     const ssize_t n = write(fd, out.data() + at, out.size() - at);
     ok = n > 0;

@@ -122,6 +122,32 @@ int open_for_write(const std::string& path, std::string& why, bool append) {
   return fd.release();
 }
 
+int open_private_for_write(const std::string& path, std::string& why) {
+  Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
+  if (!fd.valid()) {
+    why = "cannot write " + path + ": " + (errno == ELOOP ? std::string("it is a symbolic link") : std::strerror(errno));
+    return -1;
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    why = "cannot write " + path + ": not a regular file";
+    return -1;
+  }
+  if (st.st_uid != geteuid() || st.st_nlink != 1) {
+    why = "will not write a secret into " + path + ": " +
+          (st.st_uid != geteuid() ? "it is another user's file" : "it has another name (a hard link)") +
+          " (remove it, or name a new file)";
+    return -1;
+  }
+  if (fchmod(fd.get(), 0600) != 0 || ftruncate(fd.get(), 0) != 0) {
+    why = "cannot write " + path + ": " + std::strerror(errno);
+    return -1;
+  }
+  const int f = fcntl(fd.get(), F_GETFL);
+  if (f >= 0) (void)fcntl(fd.get(), F_SETFL, f & ~O_NONBLOCK);
+  return fd.release();
+}
+
 bool write_file(const std::string& path, std::string_view text, std::string& why) {
   Fd fd(open_for_write(path, why));
   if (!fd.valid()) return false;

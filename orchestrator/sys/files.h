@@ -52,6 +52,11 @@ Status make_own_dir(const std::string& path);
 // last component) and never a FIFO or device: -1 and `why` otherwise. O_CLOEXEC.
 int open_for_write(const std::string& path, std::string& why, bool append = false);
 
+// open_for_write for a file that will hold a secret: created 0600, and an existing one is
+// taken only if it is this user's with no other name (a file another user made beforehand,
+// or a hard link to one, would keep them a way to read it); made 0600 before it is emptied.
+int open_private_for_write(const std::string& path, std::string& why);
+
 // Writes `text` to `path` through open_for_write.
 bool write_file(const std::string& path, std::string_view text, std::string& why);
 

@@ -28,7 +28,8 @@ except ImportError:  # an interpreter of its own (pyenv) beside Debian's, which 
 
 ROCELAB = ""
 SOURCE = ""
-MODELS = {"Secret": "V1Secret", "ConfigMap": "V1ConfigMap", "Service": "V1Service", "Job": "V1Job"}
+MODELS = {"Secret": "V1Secret", "ConfigMap": "V1ConfigMap", "Service": "V1Service", "NetworkPolicy": "V1NetworkPolicy",
+          "Job": "V1Job"}
 
 
 def rocelab(*args):
@@ -93,11 +94,11 @@ class K8s(unittest.TestCase):
 
     def test_the_manifests_are_the_apis_and_fit_together(self):
         r, docs = self.manifests("--image", "registry.example/rocelab:0.1.0", "--namespace", "lab")
-        self.assertEqual([d["kind"] for d in docs], ["Secret", "ConfigMap", "Service", "Job"])
+        self.assertEqual([d["kind"] for d in docs], ["Secret", "ConfigMap", "Service", "NetworkPolicy", "Job"])
         for d in docs:
             self.assertEqual(validate(d), [], d["kind"])
             self.assertEqual(d["metadata"]["namespace"], "lab")
-        secret, cm, svc, job = docs
+        secret, cm, svc, policy, job = docs
         # The validator finds what is wrong: a field the API does not have, a wrong type, a
         # required one left out.
         bad = yaml.safe_load(yaml.safe_dump(job))
@@ -120,7 +121,18 @@ class K8s(unittest.TestCase):
         labels = job["spec"]["template"]["metadata"]["labels"]
         self.assertTrue(all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()))
         self.assertEqual(sorted((p["protocol"], p["port"]) for p in svc["spec"]["ports"]), [("TCP", 4790), ("UDP", 4789)])
+        # Issue 49: the pods take no API credentials, have bounded memory, and only the run's
+        # own pods reach them, on the rendezvous and VXLAN ports alone.
+        self.assertIs(pod["automountServiceAccountToken"], False)
+        run_pods = {"matchLabels": {"rocelab.io/run": name}}
+        self.assertEqual(policy["spec"]["podSelector"], run_pods)
+        self.assertTrue(all(labels.get(k) == v for k, v in run_pods["matchLabels"].items()), "the policy selects the Job's pods")
+        self.assertEqual(policy["spec"]["policyTypes"], ["Ingress"])
+        [rule] = policy["spec"]["ingress"]
+        self.assertEqual(rule["from"], [{"podSelector": run_pods}])
+        self.assertEqual(sorted((p["protocol"], p["port"]) for p in rule["ports"]), [("TCP", 4790), ("UDP", 4789)])
         c = pod["containers"][0]
+        self.assertEqual(c["resources"]["limits"], {"memory": "4Gi"})
         self.assertEqual(c["image"], "registry.example/rocelab:0.1.0")
         self.assertTrue(c["securityContext"]["privileged"])
         self.assertEqual(c["args"][:3], ["run", "--part", "auto"])
@@ -148,7 +160,28 @@ class K8s(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(stat.S_IMODE(os.stat(out).st_mode), 0o600)
         with open(out) as f:
-            self.assertEqual(len([d for d in yaml.safe_load_all(f) if d]), 4)
+            self.assertEqual(len([d for d in yaml.safe_load_all(f) if d]), 5)
+        # An existing file of this user's, readable by all: 0600 before the key is in it.
+        os.chmod(out, 0o644)
+        r = rocelab("k8s", self.scenario, "--parts", "2", "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(stat.S_IMODE(os.stat(out).st_mode), 0o600)
+        # One another user made beforehand, or a second name of it: they would read the key.
+        theirs, alias = os.path.join(self.tmp, "theirs.yaml"), os.path.join(self.tmp, "alias.yaml")
+        with open(theirs, "w") as f:
+            f.write("theirs\n")
+        os.chmod(theirs, 0o666)
+        os.link(out, alias)
+        cases = [(alias, "it has another name (a hard link)")]
+        if os.geteuid() == 0:  # only root can give a file away
+            os.chown(theirs, 54321, 54321)
+            cases.append((theirs, "it is another user's file"))
+        for path, says in cases:
+            r = rocelab("k8s", self.scenario, "--parts", "2", "-o", path)
+            self.assertEqual(r.returncode, 4, r.stderr)
+            self.assertIn(says, r.stderr)
+        with open(theirs) as f:
+            self.assertEqual(f.read(), "theirs\n", "left as it was")
 
     def test_bad_requests_are_refused(self):
         for args, words in [((self.scenario,), "missing --parts"),
