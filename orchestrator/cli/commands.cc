@@ -243,8 +243,8 @@ std::optional<fabric::UpOptions::Split> split_option(const po::variables_map& vm
   } catch (const std::exception&) {
     return bad("--part " + part + ": expected I/M, this machine's part I of M (0 <= I < M), e.g. 0/2");
   }
-  if (sp.parts < 2 || sp.parts > 64 || sp.index >= sp.parts)
-    return bad("--part " + part + ": M from 2 to 64 parts, and I below M");
+  if (sp.parts < 2 || sp.parts > model::kMaxParts || sp.index >= sp.parts)
+    return bad("--part " + part + ": M from 2 to " + std::to_string(model::kMaxParts) + " parts, and I below M");
   std::string list = vm["peers"].as<std::string>();
   for (size_t at = 0; at <= list.size();) {
     const size_t comma = std::min(list.find(',', at), list.size());

@@ -161,7 +161,7 @@ int cmd_k8s(const po::variables_map& vm, const Globals&) {
   if (!vm.count("parts")) return bad("missing --parts M (the pods the run is split over)");
   K8sPlan p;
   p.parts = vm["parts"].as<size_t>();
-  if (p.parts < 2 || p.parts > 64) return bad("--parts: 2 to 64");
+  if (p.parts < 2 || p.parts > model::kMaxParts) return bad("--parts: 2 to " + std::to_string(model::kMaxParts));
   const std::string path = vm["scenario"].as<std::string>();
   std::string why;
   auto text = sys::read_file(path, 1u << 20, why);  // a ConfigMap holds at most 1 MiB

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "model/hostlist.h"
 #include "model/partition.h"
 #include "model/units.h"
 #include "run/kinds.h"
@@ -29,7 +30,7 @@ int cmd_plan(const po::variables_map& vm, const Globals& g) {
   if (!vm.count("scenario")) return bad("missing SCENARIO");
   if (!vm.count("parts")) return bad("missing --parts M (the machines the run is split over)");
   const size_t parts = vm["parts"].as<size_t>();
-  if (parts < 2 || parts > 64) return bad("--parts: 2 to 64");
+  if (parts < 2 || parts > model::kMaxParts) return bad("--parts: 2 to " + std::to_string(model::kMaxParts));
   const std::string path = vm["scenario"].as<std::string>();
   auto res = run::load_scenario_file(path);
   if (!res.ok()) {

@@ -149,6 +149,10 @@ std::optional<SlurmStep> slurm_step(const std::map<std::string, std::string>& en
           " nodes: a split run is one task per node on two nodes or more (srun -N M --ntasks-per-node=1)";
     return std::nullopt;
   }
+  if (*tasks > kMaxParts) {
+    why = "the step has " + std::to_string(*tasks) + " tasks: a split run has 2 to " + std::to_string(kMaxParts) + " parts";
+    return std::nullopt;
+  }
   if (*procid >= *tasks) {
     why = "SLURM_PROCID " + std::to_string(*procid) + " is not below the step's " + std::to_string(*tasks) + " tasks";
     return std::nullopt;
@@ -180,9 +184,9 @@ std::optional<SlurmStep> k8s_pod(const std::map<std::string, std::string>& env, 
     why = "ROCELAB_K8S_JOB and ROCELAB_K8S_SERVICE must be DNS labels (a-z, 0-9, '-')";
     return std::nullopt;
   }
-  if (*parts < 2 || *parts > 64 || *index >= *parts) {
+  if (*parts < 2 || *parts > kMaxParts || *index >= *parts) {
     why = "JOB_COMPLETION_INDEX " + std::to_string(*index) + " of ROCELAB_PARTS " + std::to_string(*parts) +
-          ": 2 to 64 parts, the index below them";
+          ": 2 to " + std::to_string(kMaxParts) + " parts, the index below them";
     return std::nullopt;
   }
   SlurmStep out{*index, *parts, {}};

@@ -23,6 +23,9 @@ std::optional<std::vector<std::string>> expand_hostlist(const std::string& expr,
 // parts (SLURM_STEP_NUM_TASKS, else SLURM_NTASKS) and the machines in part order (the step's
 // node list, SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST, expanded). `env` is the process
 // environment by name. nullopt, with why, outside a step or with other than one task per node.
+// A split run's parts: 2 to this many, however they are given (--part, a Slurm step, a pod).
+inline constexpr size_t kMaxParts = 64;
+
 struct SlurmStep {
   size_t part = 0, parts = 0;
   std::vector<std::string> nodes;

@@ -77,6 +77,10 @@ TEST(Hostlist, AStepThatIsNotOneTaskPerNodeIsRefusedSayingHowToStartIt) {
   EXPECT_FALSE(slurm_step({{"SLURM_PROCID", "x"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_NODELIST", "n[1-2]"}}, why));
   EXPECT_FALSE(slurm_step({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "2"}, {"SLURM_STEP_NODELIST", "n[1-"}}, why));
   EXPECT_NE(why.find("SLURM_STEP_NODELIST: "), std::string::npos) << why;
+  // As many parts as --part I/M takes, and no more (each is a connection and a share at part 0).
+  EXPECT_TRUE(slurm_step({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "64"}, {"SLURM_STEP_NODELIST", "n[1-64]"}}, why)) << why;
+  EXPECT_FALSE(slurm_step({{"SLURM_PROCID", "0"}, {"SLURM_STEP_NUM_TASKS", "65"}, {"SLURM_STEP_NODELIST", "n[1-65]"}}, why));
+  EXPECT_NE(why.find("the step has 65 tasks: a split run has 2 to 64 parts"), std::string::npos) << why;
 }
 
 // A pod of rocelab's Indexed Job: its index is the part, the parts are named JOB-I.SERVICE
