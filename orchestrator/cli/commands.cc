@@ -378,10 +378,8 @@ int cmd_graph(const po::variables_map& vm, const Globals& g) {
   std::string dot = run::fabric_dot(*s);
   if (vm.count("output")) {
     std::string out = vm["output"].as<std::string>();
-    std::ofstream f(out);
-    f << dot;
-    if (!f) {
-      std::cerr << "rocelab graph: cannot write " << out << "\n";
+    if (std::string why; !sys::write_file(out, dot, why)) {  // never through a link (root writes it)
+      std::cerr << "rocelab graph: " << why << "\n";
       return kExitEnvironment;
     }
     std::cerr << "wrote " << out << " (render: dot -Tpng " << out << " -o fabric.png)\n";

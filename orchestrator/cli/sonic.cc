@@ -47,11 +47,13 @@ bool write_out(const po::variables_map& vm, const std::string& cmd, const std::s
     return true;
   }
   const std::string path = vm["out"].as<std::string>();
-  std::ofstream f(path);
-  f << text;
-  if (!f) std::cerr << "rocelab " << cmd << ": cannot write " << path << "\n";
-  else std::cerr << "wrote " << path << "\n";
-  return bool(f);
+  std::string why;  // never through a link, a FIFO or a device (root writes it)
+  if (!sys::write_file(path, text, why)) {
+    std::cerr << "rocelab " << cmd << ": " << why << "\n";
+    return false;
+  }
+  std::cerr << "wrote " << path << "\n";
+  return true;
 }
 
 bool sonic_format(const po::variables_map& vm, const std::string& cmd) {

@@ -91,6 +91,23 @@ class RunDirectories(unittest.TestCase):
         self.assertEqual(os.stat(fresh).st_mode & 0o022, 0)
         self.assertTrue(os.path.exists(os.path.join(fresh, "results.json")))
 
+    def test_a_files_output_never_goes_through_a_planted_link(self):
+        """Issue 49: `graph -o` and `export sonic -o` opened their file by name (std::ofstream),
+        following a link a user left where root's output was to go. Now refused, the link's
+        target as it was; a plain path is written."""
+        link = os.path.join(self.tmp, "out")
+        os.symlink(self.precious, link)
+        for args in (["graph", self.scenario, "-o", link], ["export", "sonic", self.scenario, "-o", link]):
+            r = subprocess.run([ROCELAB, *args], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 4, f"{args[0]}: {r.stderr[-800:]}")
+            self.assertIn("it is a symbolic link", r.stderr)
+            with open(self.precious) as f:
+                self.assertEqual(f.read(), "keep me\n", args[0])
+            plain = os.path.join(self.tmp, f"{args[0]}.out")
+            r = subprocess.run([ROCELAB, *args[:-1], plain], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, f"{args[0]}: {r.stderr[-800:]}")
+            self.assertGreater(os.path.getsize(plain), 0)
+
     def test_report_refuses_deeply_nested_results(self):
         d = os.path.join(self.tmp, "deep")
         os.mkdir(d)
