@@ -38,14 +38,15 @@ using run::kExitPass;
 
 constexpr size_t kMaxWorkFile = 1u << 20;  // the learner's scenario, answer and grade
 
-// Where the track is: --labs, $ROCELAB_LABS, the source tree this binary was built from,
-// the installed copy; the first that exists.
+// Where the track is: --labs, $ROCELAB_LABS, the source tree (only for the build's own
+// binary: an installed one never looks in a path compiled into it), the installed copy; the
+// first that exists.
 std::optional<std::string> labs_root(const po::variables_map& vm, std::string& tried) {
   std::vector<std::string> candidates;
   if (vm.count("labs")) candidates.push_back(vm["labs"].as<std::string>());
   else {
     if (const char* env = std::getenv("ROCELAB_LABS"); env && *env) candidates.push_back(env);
-    candidates.push_back(ROCELAB_SOURCE_LABS);
+    if (from_build_tree()) candidates.push_back(ROCELAB_SOURCE_LABS);  // never for an installed binary
     // Installed: beside the binary's prefix (/usr/bin/rocelab -> /usr/share/rocelab/labs),
     // whatever prefix the package or `cmake --install` used; then the configured one.
     std::error_code ec;

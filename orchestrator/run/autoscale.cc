@@ -16,6 +16,7 @@
 #include "bpf/headroom.h"
 #include "fabric/local_testbed.h"
 #include "model/loader.h"
+#include "sys/files.h"
 #include "sys/host_info.h"
 #include "workload/kinds.h"
 #include "workload/runner.h"
@@ -274,7 +275,8 @@ Result<Calibration> calibrate(bool refresh, const std::function<void(const std::
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  if (std::ofstream(tmp) << cache.dump(2) << "\n") std::filesystem::rename(tmp, path, ec);
+  std::string why;  // never through a link left at the temporary name (root writes it)
+  if (sys::write_file(tmp, cache.dump(2) + "\n", why)) std::filesystem::rename(tmp, path, ec);
   if (ec) std::filesystem::remove(tmp, ec);
   return c;
 }

@@ -628,7 +628,7 @@ Status down_phase(RunContext& c) {
 // before it starts (tests/integration/crash_test.py; no effect on runs without it).
 Status guarded(RunContext& c, const Phase& p) {
   try {
-    if (const char* at = std::getenv("ROCELAB_TEST_THROW_IN"); at && std::string_view(at) == p.name)
+    if (const char* at = std::getenv("ROCELAB_TEST_THROW_IN"); at && std::string_view(at) == p.name && from_build_tree())
       throw std::bad_alloc();
     return p.run(c);
   } catch (const std::bad_alloc&) {

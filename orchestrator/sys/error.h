@@ -39,8 +39,14 @@ inline Error error(Errc c, std::string what) { return {make_error_code(c), std::
 
 // Tests make a testbed fault happen on purpose: ROCELAB_TEST_FAIL=WHAT[,WHAT...] (fault: every
 // fault's kernel call fails; unreachable: the connectivity check finds one connected pair
-// unreachable). Runs without the variable never see it.
+// unreachable). Runs without the variable never see it, and neither does any binary but the
+// one in the build tree it was built in (from_build_tree): `sudo -E` passes ROCELAB_*, and
+// an installed rocelab honours no test hook.
 bool test_failure(std::string_view what);
+
+// True when this process is the rocelab binary at the path the build wrote it to (the tests'
+// binary), false for an installed or copied one: test hooks and the source tree's labs.
+bool from_build_tree();
 
 // A value or the Error why not (std::expected arrives with C++23).
 template <class T>

@@ -130,6 +130,40 @@ workloads:
 """
 
 
+class InstalledBinary(unittest.TestCase):
+    """Issue 49: `sudo -E` passes ROCELAB_*, so an installed rocelab honours no test hook and
+    never looks for labs in the source tree it was built from; the build's own binary (the
+    tests') does both. A copy outside the build tree stands for the installed one."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="rocelab-installed-")
+        os.makedirs(os.path.join(self.tmp, "bin"))
+        self.copy = os.path.join(self.tmp, "bin", "rocelab")
+        shutil.copy2(ROCELAB, self.copy)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_a_test_hook_and_the_source_labs_are_the_build_binarys_alone(self):
+        scenario = os.path.join(SOURCE, "scenarios", "explicit.yaml")
+        env = dict(os.environ, ROCELAB_TEST_THROW_IN="validate")
+        got = {}
+        for name, exe in (("build", ROCELAB), ("installed", self.copy)):
+            out = os.path.join(self.tmp, f"run-{name}")
+            got[name] = subprocess.run([exe, "run", "--model-only", "--no-report", "--out", out, scenario],
+                                       capture_output=True, text=True, timeout=120, env=env)
+        self.assertEqual(got["build"].returncode, 4, got["build"].stderr[-800:])
+        self.assertIn("validate: out of memory", got["build"].stderr)
+        self.assertIn(got["installed"].returncode, (0, 1), got["installed"].stderr[-800:])  # --model-only: assertions may fail
+        self.assertNotIn("out of memory", got["installed"].stderr)
+        env = {k: v for k, v in os.environ.items() if k != "ROCELAB_LABS"}
+        r = subprocess.run([ROCELAB, "lab", "list"], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = subprocess.run([self.copy, "lab", "list"], capture_output=True, text=True, timeout=60, env=env)
+        self.assertNotIn(os.path.realpath(SOURCE), r.stdout + r.stderr)
+        self.assertIn(os.path.join(self.tmp, "share", "rocelab", "labs"), r.stderr, "it looks beside its own prefix")
+
+
 class AnotherUser(unittest.TestCase):
     """A second, unprivileged user, made for the test and removed after, and a directory
     (mode 0755) for its files."""
