@@ -1706,7 +1706,8 @@ void general_help(std::ostream& out) {
          "  rocelab help kinds    the workload, fault and backend types this build has\n\n"
          "exit codes: 0 pass, 1 an assertion failed, 2 invalid run (the machine did not keep up: the only\n"
          "one worth a retry, at 2 x D), 3 bad input, 4 environment, 5 testbed fault (a defect: never retried)\n\n"
-         "start with: rocelab validate scenarios/quickstart.yaml && sudo rocelab run scenarios/quickstart.yaml\n";
+         "start with: rocelab validate scenarios/quickstart.yaml && sudo rocelab run scenarios/quickstart.yaml\n"
+         "security: 'sudo rocelab' is root (grant it as root); sudo -E passes ROCELAB_* (README, Security)\n";
 }
 
 po::options_description global_options() {
