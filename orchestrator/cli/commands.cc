@@ -81,7 +81,7 @@ void add_split_options(po::options_description& d, bool run) {
   d.add_options()("part", po::value<std::string>(),
                   run ? "I/M: run only part I of the scenario split over M machines (docs/multi-machine.md): its nodes, "
                         "its hosts' QP ends and the faults on its nodes; links to other parts are VXLAN ports (UDP 4789). "
-                        "Start it on every machine: they meet at part 0's address (TCP 4790), start the traffic together "
+                        "Start it on every machine: they meet at part 0's address (TCP 790), start the traffic together "
                         "and each reports the whole run. 'auto' inside a Slurm job step (srun -N M --ntasks-per-node=1) "
                         "or a pod of the Indexed Job 'rocelab k8s' writes: I, M and the machines from the launcher"
                       : "I/M: make only part I of the fabric split over M machines (docs/multi-machine.md): hosts stay "
@@ -1612,7 +1612,7 @@ const std::vector<Command>& commands() {
        add_plan_options, cmd_plan},
       {"k8s", "SCENARIO", "the Kubernetes manifests that run a scenario split over M pods",
        "Prints, for kubectl apply -f: a Secret with a fresh run key, a ConfigMap with the\n"
-       "scenario, a headless Service (TCP 4790 for the parts' rendezvous, UDP 4789 for the VXLAN\n"
+       "scenario, a headless Service (TCP 790 for the parts' rendezvous, UDP 4789 for the VXLAN\n"
        "cut links; its DNS names publish before the pods are ready) and an Indexed Job of --parts\n"
        "privileged pods, pod I running 'rocelab run --part auto': its part from the index the\n"
        "Job gives it, its peers JOB-0.SERVICE ... by DNS, the key from the Secret. The Job fails\n"

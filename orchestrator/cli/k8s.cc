@@ -86,7 +86,7 @@ std::vector<ordered_json> manifests(const K8sPlan& p) {
                      {"publishNotReadyAddresses", true},
                      {"selector", labels},
                      {"ports",
-                      {{{"name", "rendezvous"}, {"port", 4790}, {"protocol", "TCP"}},
+                      {{{"name", "rendezvous"}, {"port", 790}, {"protocol", "TCP"}},
                        {{"name", "vxlan"}, {"port", 4789}, {"protocol", "UDP"}}}}}}};
   ordered_json env = ordered_json::array({
       {{"name", "ROCELAB_PARTS"}, {"value", std::to_string(p.parts)}},
@@ -136,7 +136,7 @@ std::vector<ordered_json> manifests(const K8sPlan& p) {
         {"policyTypes", {"Ingress"}},
         {"ingress",
          {{{"from", {{{"podSelector", run_pods}}}},
-           {"ports", {{{"protocol", "TCP"}, {"port", 4790}}, {{"protocol", "UDP"}, {"port", 4789}}}}}}}}}};
+           {"ports", {{{"protocol", "TCP"}, {"port", 790}}, {{"protocol", "UDP"}, {"port", 4789}}}}}}}}}};
   return {secret, cm, svc, policy, job};
 }
 
@@ -190,7 +190,7 @@ int cmd_k8s(const po::variables_map& vm, const Globals&) {
   uint32_t mtu = 0;
   for (const auto& l : res.scenario->links) mtu = std::max(mtu, l.mtu);
   std::cerr << "the pods' network must carry " << mtu + 50 << "-byte packets (the links' MTU " << mtu
-            << " + VXLAN's 50) between nodes, TCP 4790 and UDP 4789\n";
+            << " + VXLAN's 50) between nodes, TCP 790 and UDP 4789\n";
   if (!vm.count("out")) {
     std::cout << out;
     return 0;

@@ -32,8 +32,9 @@
 
 namespace rocelab::sys {
 
-// TCP port of the hub on part 0's underlay address (the cut links' VXLAN is UDP 4789).
-inline constexpr uint16_t kRendezvousPort = 4790;
+// TCP port of the hub on part 0's underlay address (the cut links' VXLAN is UDP 4789). Below
+// 1024: only root binds it, so no local user can squat it before part 0 starts (4790 before).
+inline constexpr uint16_t kRendezvousPort = 790;
 
 class Rendezvous {
  public:

@@ -701,7 +701,7 @@ def conn():
     s = socket.socket()
     s.settimeout(2)
     s.bind((src, 0))
-    s.connect((hub, 4790))
+    s.connect((hub, 790))
     return s
 attacks = [
     lambda s: None,
@@ -809,7 +809,7 @@ while not os.path.exists(stop):
     s.setblocking(False)
     s.bind((src, 0))
     try:
-        s.connect((hub, 4790))
+        s.connect((hub, 790))
     except BlockingIOError:
         pass
     except OSError:
@@ -939,7 +939,7 @@ print(opened, time.time() - t0, flush=True)
                             "--part", "1/2", "--peers", ",".join(self.underlay), "--part-wait", "1", "--insecure-no-key",
                             "--out", alone, self.path], capture_output=True, text=True, timeout=60)
         self.assertEqual(r.returncode, 4, r.stderr)
-        self.assertIn("waited 1 s at 'hello' for part 0 (198.19.254.0:4790)", r.stderr)
+        self.assertIn("waited 1 s at 'hello' for part 0 (198.19.254.0:790)", r.stderr)
         self.assertIn("--insecure-no-key: the rendezvous trusts the --peers addresses alone", r.stderr)
         with open(os.path.join(alone, "results.json")) as f:
             self.assertTrue(json.load(f)["split"]["insecure_no_key"])

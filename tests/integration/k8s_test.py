@@ -120,7 +120,7 @@ class K8s(unittest.TestCase):
         self.assertTrue(svc["spec"]["publishNotReadyAddresses"])
         labels = job["spec"]["template"]["metadata"]["labels"]
         self.assertTrue(all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()))
-        self.assertEqual(sorted((p["protocol"], p["port"]) for p in svc["spec"]["ports"]), [("TCP", 4790), ("UDP", 4789)])
+        self.assertEqual(sorted((p["protocol"], p["port"]) for p in svc["spec"]["ports"]), [("TCP", 790), ("UDP", 4789)])
         # Issue 49: the pods take no API credentials, have bounded memory, and only the run's
         # own pods reach them, on the rendezvous and VXLAN ports alone.
         self.assertIs(pod["automountServiceAccountToken"], False)
@@ -130,7 +130,7 @@ class K8s(unittest.TestCase):
         self.assertEqual(policy["spec"]["policyTypes"], ["Ingress"])
         [rule] = policy["spec"]["ingress"]
         self.assertEqual(rule["from"], [{"podSelector": run_pods}])
-        self.assertEqual(sorted((p["protocol"], p["port"]) for p in rule["ports"]), [("TCP", 4790), ("UDP", 4789)])
+        self.assertEqual(sorted((p["protocol"], p["port"]) for p in rule["ports"]), [("TCP", 790), ("UDP", 4789)])
         c = pod["containers"][0]
         self.assertEqual(c["resources"]["limits"], {"memory": "4Gi"})
         self.assertEqual(c["image"], "registry.example/rocelab:0.1.0")
