@@ -35,6 +35,7 @@ constexpr size_t kNonceBytes = 16;
 constexpr size_t kMacBytes = 32;                  // HMAC-SHA256
 constexpr uint32_t kMaxFrame = 256u << 20;  // after hello: a part's figures of the largest fabrics fit
 constexpr uint32_t kMaxHelloFrame = 256;    // before hello: the hello itself is ~30 bytes
+constexpr size_t kMaxPendingTags = 4096;   // hub: a part's messages waiting for part 0's own (a job's round each)
 constexpr int64_t kHelloNs = 5'000'000'000;  // a connection that has not said hello by then is dropped
 constexpr size_t kMaxWaiting = 8;            // connections without a hello at once
 // A waiting connection younger than this is not let go for a newer one (a part answers its
@@ -419,6 +420,22 @@ void Rendezvous::on_frame(Conn& c, const std::string& tag, std::vector<std::stri
         (void)write_to(o);
       }
     return;
+  }
+  // A part runs at most a barrier ahead of part 0 (a round of each lock-step job), so its
+  // waiting tags are few: one that keeps sending tags part 0 never offers is not the same
+  // run (or not well), and would otherwise grow part 0 until the OOM killer came.
+  size_t tags = 1, bytes = tag.size() + data[0].size();
+  for (const auto& [t, slots] : pending_)
+    if (t != tag && slots.size() > c.part && slots[c.part]) {
+      ++tags;
+      bytes += t.size() + slots[c.part]->size();
+    }
+  if (tags > kMaxPendingTags || bytes > kMaxFrame) {
+    if (aborted_.empty())
+      aborted_ = "part " + std::to_string(c.part) + " sent " + std::to_string(tags) + " messages (" + std::to_string(bytes >> 20) +
+                 " MiB) that part 0 has not reached: more than a run's parts ever wait for (" + std::to_string(kMaxPendingTags) +
+                 ", " + std::to_string(kMaxFrame >> 20) + " MiB)";
+    return lost(c);
   }
   auto& slots = pending_[tag];
   slots.resize(parts_);

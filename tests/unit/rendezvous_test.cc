@@ -459,6 +459,28 @@ TEST(Rendezvous, AKeyedPartTakesNoLargeFrameBeforeItsChallenge) {
   EXPECT_NE(r.error().what.find("first frame is 65 bytes, no challenge"), std::string::npos) << r.error().what;
 }
 
+// A part that sends message after message part 0 never reaches (a bug, another build, a
+// compromised peer with the key) stops the run, named, before part 0 holds them all: at most
+// 4,096 waiting tags (a lock-step job's round each) and 256 MiB a part.
+TEST(Rendezvous, APartRunningFarAheadIsStoppedNotBuffered) {
+  for (const bool by_bytes : {false, true}) {
+    auto rs = open_all(hub_address(by_bytes ? 15 : 14), 2);
+    ASSERT_EQ(rs.size(), 2u);
+    std::thread spoke([&] {
+      const std::string big(by_bytes ? 100u << 20 : 8, 'x');
+      for (int i = 0; i < (by_bytes ? 3 : 4097); ++i) (void)rs[1]->offer("ahead-" + std::to_string(i), big);
+      (void)rs[1]->exchange("never", "", 5'000);
+    });
+    auto r = rs[0]->exchange("never", "", 10'000);
+    spoke.join();
+    ASSERT_FALSE(r);
+    EXPECT_NE(r.error().what.find(by_bytes ? "part 1 sent 3 messages (300 MiB) that part 0 has not reached"
+                                           : "part 1 sent 4097 messages (0 MiB) that part 0 has not reached"),
+              std::string::npos)
+        << r.error().what;
+  }
+}
+
 // A stray connection (a port scan's connect-and-close, an HTTP request, a huge length prefix,
 // an impostor's hello, an abort from nobody) is closed and counted; the parts' exchange goes
 // on as if it never came. The impostor comes from 127.0.0.3, no part's address.
