@@ -159,6 +159,10 @@ Status join_phase(RunContext& c) {
   c.parts = std::move(*r);
   spdlog::info("part {} of {}: meeting the other parts at {} (TCP, {})", sp.index, sp.parts, hub,
                c.opts.run_key.empty() ? "frames unsigned: no run key" : "frames signed with the run key");
+  // The key guards the rendezvous, not the cut links: the kernel's VXLAN takes any sender's.
+  spdlog::info("part {}: the cut links' VXLAN listens on UDP 4789 of {} and takes any sender's datagrams: filter it "
+               "to the --peers addresses (docs/multi-machine.md)",
+               sp.index, model::format_ipv4(sp.underlay.at(sp.index)));
   const std::string mine = split_fingerprint(c.s, sp.parts);
   auto all = c.parts->exchange("hello", mine, c.opts.split_wait_ms, c.opts.cancel);
   if (!all) return all.error();

@@ -787,6 +787,8 @@ while not os.path.exists(stop):
                 self.assertEqual(rc, 0, f"part {i}: {err[-2000:]}")
             self.assertTrue(res["split"]["signed"])
             self.assertNotIn("no run key", err)
+            # The key guards the rendezvous alone: the output says the VXLAN port is open.
+            self.assertIn(f"the cut links' VXLAN listens on UDP 4789 of {self.underlay[i]} and takes any sender's", err)
         a, b = got[0][2], got[1][2]
         self.assertEqual(a["workloads"]["flows"], b["workloads"]["flows"])
         self.assertEqual(sorted((f["from"], f["bytes"], f["digest_ok"]) for f in a["workloads"]["flows"]),
