@@ -65,7 +65,22 @@ struct LogEntries {
   std::vector<std::pair<int, uint64_t>> procs;             // (pid, start time)
   std::vector<std::string> files;
   std::vector<int> init_tables;  // routing tables (and their rules) of hosts in the init namespace
+  // What hosts in the init namespace changed of the machine's own (ROCELAB_DEDICATED_MACHINE):
+  // each sysctl's value before, and whether the local rule was moved; down puts them back.
+  std::vector<std::pair<std::string, std::string>> init_sysctls;
+  bool init_local_rule = false;
 };
+
+// A sysctl record is taken back only for the keys a fabric writes (net/...), with a value of
+// one plain token: a damaged or hostile state file must not make down write elsewhere.
+bool restorable_sysctl(const std::string& key, const std::string& value) {
+  const auto plain = [](const std::string& t, const char* extra) {
+    return !t.empty() && t.size() <= 128 && std::all_of(t.begin(), t.end(), [&](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || std::strchr(extra, c) != nullptr;
+    });
+  };
+  return key.rfind("net/", 0) == 0 && key.find("..") == std::string::npos && plain(key, "/_-.") && plain(value, "-");
+}
 
 const Fabric::LinkKind* link_kind_of_record(const std::string& key) {
   for (const Fabric::LinkKind& k : Fabric::link_kinds())
@@ -102,6 +117,11 @@ LogEntries parse_log(const std::vector<std::string>& lines) {
     } else if (key == "inittable") {
       int t = 0;
       if (in >> t && t >= kInitFirstTable && t < kInitFirstTable + (1 << 20)) e.init_tables.push_back(t);
+    } else if (key == "initsysctl") {
+      std::string k, v;
+      if (in >> k >> v && restorable_sysctl(k, v)) e.init_sysctls.emplace_back(k, v);
+    } else if (key == "initlocalrule") {
+      e.init_local_rule = true;
     } else if (key == "proc") {
       int pid = 0;
       uint64_t start = 0;
@@ -171,10 +191,22 @@ bool replay(const LogEntries& e, const std::string& instance, DownReport& rep, s
         b.delete_rule({0, t, kInitNicRulePriority, "", ""});
         b.delete_rule({0, t, kInitNicRulePriority, "", ""});
       }
+      if (e.init_local_rule) {  // the local rule back at 0, where the machine had it
+        b.delete_rule({0, RT_TABLE_LOCAL, 0, "", ""});
+        b.add_rule({0, RT_TABLE_LOCAL, 0, "", ""});
+        b.delete_rule({0, RT_TABLE_LOCAL, kInitLocalRulePriority, "", ""});
+      }
       if (auto r = b.flush(); !r.ok()) {
         why = r.text;
         ok = false;
       }
+    }
+  }
+  for (const auto& [key, value] : e.init_sysctls) {
+    std::string w;
+    if (!sys::write_sysctl(key, value, w)) {
+      why = "the machine's " + w + " (as before the fabric) failed";
+      ok = false;
     }
   }
   // Files the testbed wrote beside the state file: only this instance's, only there.
@@ -491,6 +523,7 @@ bool Fabric::make_namespaces(Steps& st) {
     notes_.push_back("this kernel has no " + std::string(kHashSeedSysctl) +
                      " (Linux 6.11+): ECMP hashing is seeded at random, so flow placement differs between runs");
   const size_t n = plan_.nodes.size();
+  if (!record_init_sysctls(st)) return false;
   nodes_.resize(n);
   for (size_t x = 0; x < n; ++x) {
     const NodePlan& np = plan_.nodes[x];
@@ -523,6 +556,7 @@ bool Fabric::make_namespaces(Steps& st) {
     netlink::Status nst;
     auto sock = netlink::RouteSocket::open(nst);
     if (!sock) return st.why = nst.text, false;
+    if (!log_->append({"initlocalrule"}, st.why)) return false;
     netlink::Batch b(*sock);
     b.delete_rule({0, RT_TABLE_LOCAL, kInitLocalRulePriority, "", ""});
     b.add_rule({0, RT_TABLE_LOCAL, kInitLocalRulePriority, "", ""});
@@ -530,6 +564,24 @@ bool Fabric::make_namespaces(Steps& st) {
     if (auto r = b.flush(); !r.ok()) return st.why = "init namespace: " + r.text, false;
   }
   return true;
+}
+
+// Hosts in the machine's own namespace write its sysctls: each key's value before any is
+// written goes to the log first, so down (or a rollback) puts the machine back as it was.
+bool Fabric::record_init_sysctls(Steps& st) {
+  if (!plan_.hosts_in_init) return true;
+  std::vector<std::string> lines, seen;
+  for (size_t x = 0; x < plan_.nodes.size(); ++x) {
+    const NodePlan& np = plan_.nodes[x];
+    if (!np.in_init || !plan_.part.has(x)) continue;
+    for (const auto& [key, value] : np.sysctls) {
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      auto before = sys::read_sysctl(key);
+      if (before && restorable_sysctl(key, *before)) lines.push_back("initsysctl " + key + " " + *before);
+    }
+  }
+  return lines.empty() || log_->append(lines, st.why);
 }
 
 // Veth pairs (links without delay, both ends on this machine): each made from its a-end's

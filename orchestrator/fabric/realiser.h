@@ -94,6 +94,7 @@ class Fabric {
   bool build(const UpOptions& o, std::string& why);
   bool load_programs(std::string& why);
   bool make_namespaces(Steps& st);
+  bool record_init_sysctls(Steps& st);
   bool make_veths(Steps& st);    // link kind veth
   bool make_delayed(Steps& st);  // link kind delayed (the wire namespace, netem)
   bool make_cuts(Steps& st);     // link kind vxlan (a cut link's local end)

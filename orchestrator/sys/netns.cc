@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -183,6 +184,17 @@ bool write_sysctl(const std::string& key, const std::string& value, std::string&
 }
 
 bool sysctl_exists(const std::string& key) { return access(("/proc/sys/" + key).c_str(), F_OK) == 0; }
+
+std::optional<std::string> read_sysctl(const std::string& key) {
+  Fd f(open(("/proc/sys/" + key).c_str(), O_RDONLY | O_CLOEXEC));
+  if (!f.valid()) return std::nullopt;
+  char buf[256];
+  const ssize_t n = read(f.get(), buf, sizeof buf - 1);
+  if (n <= 0) return std::nullopt;
+  std::string v(buf, size_t(n));
+  while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+  return v;
+}
 
 void raise_fd_limit() {
   struct rlimit rl {};

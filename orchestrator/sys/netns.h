@@ -71,6 +71,8 @@ std::vector<std::string> list_named_netns(const std::string& prefix);
 // Writes /proc/sys/KEY (e.g. "net/ipv4/ip_forward") in the calling thread's namespace.
 bool write_sysctl(const std::string& key, const std::string& value, std::string& why);
 bool sysctl_exists(const std::string& key);
+// A sysctl's value as one token (trailing whitespace gone); nullopt when it cannot be read.
+std::optional<std::string> read_sysctl(const std::string& key);
 
 // Raises the soft open-files limit to the hard one (a fabric holds several fds per node).
 void raise_fd_limit();

@@ -13,6 +13,7 @@ import ipaddress
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import socket
@@ -1135,6 +1136,46 @@ class CrashSafety(unittest.TestCase):
         finally:
             rocelab("down", self.instance)
             self.assertEqual(leftovers(self.instance), [])
+
+@unittest.skipUnless(IS_ROOT and shutil.which("unshare"), "needs root and unshare: a network namespace stands for the machine")
+class DedicatedMachine(unittest.TestCase):
+    """Issue 49: ROCELAB_DEDICATED_MACHINE=1 (rxe before Linux 7.1) puts the hosts in the
+    machine's own namespace, and wrote its sysctls (forwarding, rp_filter, accept_local,
+    icmp_ratelimit, the multipath hash) and moved its local rule for good. The values before
+    go to the state file first; down, or the rollback of an up that failed, puts them back.
+    A fresh namespace (unshare -n) stands for the machine, so this one's is never touched."""
+
+    KEYS = {"net/ipv4/conf/all/forwarding": "1", "net/ipv4/conf/all/rp_filter": "2",
+            "net/ipv4/conf/all/accept_local": "0", "net/ipv4/icmp_ratelimit": "1000",
+            "net/ipv4/fib_multipath_hash_policy": "0"}
+
+    def test_the_machines_own_settings_come_back(self):
+        if tuple(int(x) for x in re.findall(r"\d+", os.uname().release)[:2]) >= (7, 1):
+            self.skipTest("Linux 7.1+: rxe follows namespaces, so no host is placed in the machine's own")
+        instance = f"ded{PID % 100000}"
+        show = "; ".join(f"echo {k}=$(cat /proc/sys/{k})" for k in self.KEYS) + "; echo rule=$(ip rule | head -1)"
+        script = "; ".join([
+            *(f"echo {v} > /proc/sys/{k}" for k, v in self.KEYS.items()),  # not what the fabric writes
+            "echo '# before'", show,
+            f"ROCELAB_DEDICATED_MACHINE=1 {ROCELAB} up --instance {instance} {SOURCE}/scenarios/rxe-incast.yaml; echo up=$?",
+            f"{ROCELAB} down {instance}; echo down=$?",
+            "echo '# after'", show])
+        try:
+            r = subprocess.run(["unshare", "-n", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+        finally:
+            rocelab("down", instance)
+        self.assertEqual(r.returncode, 0, r.stderr[-1500:])
+        before, after = (dict(l.split("=", 1) for l in part.strip().splitlines() if "=" in l)
+                         for part in r.stdout.split("# after"))
+        # Without rxe here up fails at its first NIC (after the sysctls and the rule): its
+        # rollback is down's replay. With rxe, up passes and down replays.
+        self.assertIn(before.pop("up"), ("0", "4"), r.stderr[-1500:])
+        self.assertEqual(before.pop("down"), "0", r.stderr[-1500:])
+        self.assertEqual({k: before[k] for k in self.KEYS}, self.KEYS)
+        self.assertEqual(after, before, r.stderr[-1500:])
+        self.assertRegex(after["rule"], r"^0:\s+from all lookup local")
+        self.assertEqual(leftovers(instance), [])
+
 
 @unittest.skipUnless(IS_ROOT, "needs root: makes network namespaces")
 class Reliability(unittest.TestCase):
