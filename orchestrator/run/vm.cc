@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -51,6 +52,19 @@ std::string guest_kernel_death(const std::string& console) {
   return "";
 }
 
+// mapped-xattr: what the guest's root makes in the job directory is this user's plain files
+// here (its owners, modes and device nodes live in xattrs), never a set-uid file or a device
+// on the host. A file system without user xattrs (tmpfs before Linux 6.6) falls back to none,
+// where qemu makes them as asked; the job directory is 0700 either way.
+namespace {
+std::string share_model(const std::string& job_dir) {
+  const char probe[] = "user.rocelab.probe";
+  if (setxattr(job_dir.c_str(), probe, "1", 1, 0) != 0) return "none";
+  (void)removexattr(job_dir.c_str(), probe);
+  return "mapped-xattr";
+}
+}  // namespace
+
 VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const std::string& accel, int timeout_ms) {
   VmBoot b;
   const bool kvm = accel.rfind("kvm", 0) == 0;
@@ -66,7 +80,7 @@ VmBoot boot_vm(const std::string& image_dir, const std::string& job_dir, const s
       "-machine", "q35", "-accel", accel, "-cpu", kvm ? "host" : "max", "-m", "2048", "-smp", "2",
       "-nographic", "-no-reboot", "-nodefaults", "-serial", "file:" + console, "-kernel", image_dir + "/vmlinuz",
       "-initrd", image_dir + "/initrd.img", "-append", "console=ttyS0 quiet panic=-1",
-      "-virtfs", "local,path=" + job_dir + ",mount_tag=job,security_model=none,id=job"};
+      "-virtfs", "local,path=" + job_dir + ",mount_tag=job,security_model=" + share_model(job_dir) + ",id=job"};
   const auto t0 = std::chrono::steady_clock::now();
   std::string why;
   const bool exited = sys::run_with_input("/usr/bin/qemu-system-x86_64", args, "", timeout_ms, why);
