@@ -185,8 +185,40 @@ std::optional<std::string> read_file(const std::string& path, size_t max_bytes, 
   return out;
 }
 
-Status copy_tree(const std::string& from, const std::string& to, size_t max_file, size_t max_total, size_t& skipped,
-                 int depth) {
+namespace {
+
+// One regular file, streamed (a guest's pcap can be a GiB): at most `left` bytes, never
+// through a link. The bytes copied; nullopt (nothing left at `dst`) when `src` is no regular
+// file or is, or grew meanwhile, past `left`.
+Result<std::optional<size_t>> copy_one(const std::string& src, const std::string& dst, size_t left) {
+  Fd in(open(src.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st {};
+  if (!in.valid() || fstat(in.get(), &st) != 0 || !S_ISREG(st.st_mode) || size_t(st.st_size) > left)
+    return std::optional<size_t>();
+  std::string why;
+  Fd out(open_for_write(dst, why));
+  if (!out.valid()) return error(Errc::kEnvironment, why);
+  char buf[65536];
+  for (size_t done = 0;;) {
+    const ssize_t n = read(in.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return error(Errc::kEnvironment, src + ": " + std::strerror(errno));
+    if (n == 0) return std::optional<size_t>(done);
+    if ((done += size_t(n)) > left) {
+      unlink(dst.c_str());
+      return std::optional<size_t>();
+    }
+    for (ssize_t put = 0; put < n;) {
+      const ssize_t k = write(out.get(), buf + put, size_t(n - put));
+      if (k < 0 && errno == EINTR) continue;
+      if (k <= 0) return error(Errc::kEnvironment, "cannot write " + dst + ": " + std::strerror(errno));
+      put += k;
+    }
+  }
+}
+
+Status copy_tree_in(const std::string& from, const std::string& to, size_t max_file, size_t max_total, size_t& total,
+                    size_t& skipped, int depth) {
   if (auto st = make_private_dir(to); !st) return st;
   DIR* d = opendir(from.c_str());
   if (!d) return error(Errc::kEnvironment, from + ": " + std::strerror(errno));
@@ -194,29 +226,33 @@ Status copy_tree(const std::string& from, const std::string& to, size_t max_file
   while (dirent* e = readdir(d))
     if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
   closedir(d);
-  size_t total = 0;
   for (const std::string& n : names) {
     const std::string src = from + "/" + n, dst = to + "/" + n;
     struct stat st {};
     if (lstat(src.c_str(), &st) != 0) continue;
     if (S_ISDIR(st.st_mode) && depth > 0) {
-      if (auto s = copy_tree(src, dst, max_file, max_total, skipped, depth - 1); !s) return s;
+      if (auto s = copy_tree_in(src, dst, max_file, max_total, total, skipped, depth - 1); !s) return s;
       continue;
     }
-    if (!S_ISREG(st.st_mode) || size_t(st.st_size) > max_file || total + size_t(st.st_size) > max_total) {
+    const size_t left = std::min(max_file, max_total - total);
+    auto copied = S_ISREG(st.st_mode) ? copy_one(src, dst, left) : Result<std::optional<size_t>>(std::optional<size_t>());
+    if (!copied) return copied.error();
+    if (!*copied) {
       ++skipped;
       continue;
     }
-    std::string why;
-    auto text = read_file(src, max_file, why);
-    if (!text) {
-      ++skipped;
-      continue;
-    }
-    total += text->size();
-    if (!write_file(dst, *text, why)) return error(Errc::kEnvironment, why);
+    total += **copied;
   }
   return ok();
+}
+
+}  // namespace
+
+// The caps hold for the whole tree (each directory's files count against one total).
+Status copy_tree(const std::string& from, const std::string& to, size_t max_file, size_t max_total, size_t& skipped,
+                 int depth) {
+  size_t total = 0;
+  return copy_tree_in(from, to, max_file, max_total, total, skipped, depth);
 }
 
 size_t json_depth(std::string_view text) {

@@ -174,6 +174,27 @@ TEST_F(Files, CopyTreeTakesRegularFilesOnly) {
   EXPECT_EQ(skipped, 2u);
 }
 
+// The whole tree is held to one total (each directory counted against it, not its own), and
+// a file past what is left is skipped whole; the copies are streamed, so a large one is fine.
+TEST_F(Files, CopyTreeCapsTheWholeTreeAndStreams) {
+  const fs::path from = root_ / "guest", to = root_ / "back";
+  fs::create_directories(from / "a");
+  fs::create_directories(from / "b");
+  std::ofstream(from / "a" / "one") << std::string(600, 'x');
+  std::ofstream(from / "b" / "two") << std::string(600, 'y');
+  size_t skipped = 0;
+  ASSERT_TRUE(sys::copy_tree(from.string(), to.string(), 1u << 20, 1000, skipped));
+  EXPECT_EQ(int(fs::exists(to / "a" / "one")) + int(fs::exists(to / "b" / "two")), 1) << "1,200 bytes, 1,000 allowed";
+  EXPECT_EQ(skipped, 1u);
+  const fs::path big = root_ / "big", back = root_ / "big-back";
+  fs::create_directories(big);
+  std::ofstream(big / "capture.pcap") << std::string(3u << 20, 'z');
+  skipped = 0;
+  ASSERT_TRUE(sys::copy_tree(big.string(), back.string(), 4u << 20, 4u << 20, skipped));
+  EXPECT_EQ(fs::file_size(back / "capture.pcap"), 3u << 20) << "copied whole";
+  EXPECT_EQ(skipped, 0u);
+}
+
 // The agent's figures select their percentiles rather than sort (its PFC loop must not sort a
 // million samples): the same nearest rank as the sort.
 TEST(Percentile, SelectionGivesTheSortsNearestRank) {
