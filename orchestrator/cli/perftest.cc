@@ -18,6 +18,7 @@
 
 #include "fabric/kernel_plan.h"
 #include "model/ipv4.h"
+#include "model/port_target.h"
 #include "run/results.h"
 #include "sys/netns.h"
 
@@ -39,8 +40,8 @@ struct End {
 // "host" or "host:nic" → the NIC's rxe device and its IPv4 RoCEv2 GID index.
 std::optional<End> resolve(const model::Scenario& s, const fabric::KernelPlan& kp, fabric::Testbed& t,
                            const std::string& spec, std::string& why) {
-  const std::string node = spec.substr(0, spec.find(':'));
-  const std::string nic = spec.find(':') == std::string::npos ? "" : spec.substr(spec.find(':') + 1);
+  const auto target = model::PortTarget::parse(spec);
+  const std::string &node = target.node, &nic = target.port_or_empty();
   for (const auto& np : kp.nodes) {
     if (np.node != node) continue;
     if (!np.host) return why = node + " is not a host", std::nullopt;

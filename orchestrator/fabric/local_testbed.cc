@@ -5,6 +5,7 @@
 #include <map>
 
 #include "model/loader.h"
+#include "model/port_target.h"
 #include "netlink/batch.h"
 #include "netlink/query.h"
 #include "sys/netns.h"
@@ -537,8 +538,8 @@ Result<Change> LocalTestbed::fail_link(const PortRef& p) {
 Result<Change> LocalTestbed::fail_link_named(std::string_view target) {
   if (!plan().part.split()) return Testbed::fail_link_named(target);
   if (auto st = load_routing(); !st) return st.error();
-  const size_t colon = target.find(':');
-  const std::string node(target.substr(0, colon)), port(colon == std::string_view::npos ? "" : target.substr(colon + 1));
+  const auto t = model::PortTarget::parse(target);
+  const std::string &node = t.node, &port = t.port_or_empty();
   const size_t x = plan_node(node);
   if (x == SIZE_MAX || port.empty()) return error(Errc::kBadInput, "instance " + instance_ + " has no port '" + std::string(target.substr(0, 64)) + "'");
   if (const auto li = model::link_at(*scenario_, x, port)) return fail_link_at(*li, "link " + node + ":" + port + " down");

@@ -2,6 +2,8 @@
 
 #include <climits>
 
+#include "model/port_target.h"
+
 namespace rocelab::fabric {
 
 size_t Testbed::node_index(std::string_view name) const {
@@ -12,10 +14,9 @@ size_t Testbed::node_index(std::string_view name) const {
 }
 
 Result<PortRef> Testbed::port(std::string_view target) const {
-  const size_t colon = target.find(':');
-  if (colon == std::string_view::npos)
-    return error(Errc::kBadInput, "expected NODE:PORT, got '" + std::string(target.substr(0, 64)) + "'");
-  const std::string_view node = target.substr(0, colon), port = target.substr(colon + 1);
+  const auto t = model::PortTarget::parse(target);
+  if (!t.port) return error(Errc::kBadInput, "expected NODE:PORT, got '" + std::string(target.substr(0, 64)) + "'");
+  const std::string_view node = t.node, port = *t.port;
   const auto& ns = nodes();
   for (size_t n = 0; n < ns.size(); ++n) {
     if (ns[n].name != node) continue;
@@ -39,7 +40,7 @@ std::string Testbed::name(const PortRef& p) const {
 
 Result<std::vector<PortRef>> Testbed::select(std::string_view only) const {
   std::vector<PortRef> out;
-  if (only.find(':') != std::string_view::npos) {
+  if (model::PortTarget::parse(only).is_port()) {
     auto p = port(only);
     if (!p) return p.error();
     out.push_back(*p);

@@ -6,6 +6,7 @@
 // is wrong: its NIC writes `dscp` (default 0) into what it sends, so its RoCE traffic lands
 // in another (lossy) queue and only its flows lose packets.
 #include "fault/registry.h"
+#include "model/port_target.h"
 
 namespace rocelab::fault {
 
@@ -19,11 +20,11 @@ OnPort misconfigure(fabric::Misconfig m) {
 
 // The link `f.target` is an end of, in the scenario (nullptr: none).
 const model::Link* link_at(const model::Fault& f, const model::Scenario& s) {
-  const size_t colon = f.target.find(':');
-  auto n = s.find_node(f.target.substr(0, colon));
-  if (!n) return nullptr;
+  const auto t = model::PortTarget::parse(f.target);
+  auto n = s.find_node(t.node);
+  if (!n || !t.port) return nullptr;
   for (size_t li : s.nodes[*n].ports)
-    if (s.links[li].end(*n).ifname == f.target.substr(colon + 1)) return &s.links[li];
+    if (s.links[li].end(*n).ifname == *t.port) return &s.links[li];
   return nullptr;
 }
 
@@ -50,7 +51,7 @@ Kind slow_receiver_kind() {
   k.required = {"fraction"};
   also_validate(k, [](const model::Fault& f, const model::Scenario& s) {
     std::vector<std::string> out;
-    if (auto n = s.find_node(f.target.substr(0, f.target.find(':'))); n && s.nodes[*n].kind != model::NodeKind::kHost)
+    if (auto n = s.find_node(model::PortTarget::parse(f.target).node); n && s.nodes[*n].kind != model::NodeKind::kHost)
       out.push_back("a slow_receiver is a host NIC (e.g. host3:nic0), not a switch port");
     if (!s.qos.pfc_mask) out.push_back("a slow_receiver sends PFC: the fabric needs a PFC priority (qos.pfc)");
     return out;

@@ -1,5 +1,7 @@
 #include "fault/registry.h"
 
+#include "model/port_target.h"
+
 namespace rocelab::fault {
 
 const Registry<Kind>& kinds() {
@@ -79,13 +81,13 @@ void also_validate(Kind& k, std::function<std::vector<std::string>(const model::
 
 // Whether the target exists the model checks (with did-you-mean); the kinds check its shape.
 std::string port_problem(const std::string& type, const std::string& target, const model::Scenario&) {
-  if (target.find(':') == std::string::npos)
+  if (!model::PortTarget::parse(target).is_port())
     return "a " + type + " fault's target is a port, NODE:PORT (e.g. leaf1:spine1), not '" + target + "'";
   return {};
 }
 
 std::string node_problem(const std::string& type, const std::string& target, const model::Scenario&) {
-  if (target.find(':') != std::string::npos)
+  if (model::PortTarget::parse(target).is_port())
     return "a " + type + " fault's target is a node (e.g. host2), not the port '" + target + "'";
   return {};
 }

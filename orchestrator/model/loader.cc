@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "model/overrides.h"
+#include "model/port_target.h"
 #include "model/raw.h"
 #include "model/yaml_reader.h"
 
@@ -255,12 +256,12 @@ class Loader {
   void rank_name(const Value& v, std::string& host, int& gpu) {
     auto s = r_.string(v);
     if (!s) return;
-    const size_t colon = s->find(':');
-    if (colon == std::string::npos) {
+    const auto t = PortTarget::parse(*s);
+    if (!t.port) {
       if (auto n = node_name(v)) host = *n;
       return;
     }
-    const std::string suffix = s->substr(colon + 1);
+    const std::string& suffix = *t.port;
     const bool digits = suffix.size() > 3 && suffix.size() <= 6 && suffix.compare(0, 3, "gpu") == 0 &&
                         std::all_of(suffix.begin() + 3, suffix.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!digits) {
@@ -268,7 +269,7 @@ class Loader {
       return;
     }
     Value head = v;
-    head.node = YAML::Node(s->substr(0, colon));
+    head.node = YAML::Node(t.node);
     if (auto n = node_name(head)) {
       host = *n;
       gpu = std::stoi(suffix.substr(3));
@@ -327,14 +328,13 @@ class Loader {
     if (!s) return std::nullopt;
     RawEnd e;
     e.pos = v.pos;
-    size_t colon = s->find(':');
-    std::string node = s->substr(0, colon);
+    const auto t = PortTarget::parse(*s);
     Value nv = v;
-    nv.node = YAML::Node(node);
+    nv.node = YAML::Node(t.node);
     if (!node_name(nv)) return std::nullopt;
-    e.node = node;
-    if (colon != std::string::npos) {
-      e.ifname = s->substr(colon + 1);
+    e.node = t.node;
+    if (t.port) {
+      e.ifname = *t.port;
       if (!check_ifname(e.ifname, v)) return std::nullopt;
     }
     return e;

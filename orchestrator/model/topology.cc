@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "model/raw.h"
+#include "model/port_target.h"
 
 namespace rocelab::model {
 
@@ -635,16 +636,15 @@ class Builder {
                                              "(they talk over the host's own links, not the fabric)");
     }
     for (const Fault& f : s_.faults) {
-      size_t colon = f.target.find(':');
-      std::string node = f.target.substr(0, colon);
-      auto idx = s_.find_node(node);
+      const auto t = PortTarget::parse(f.target);
+      auto idx = s_.find_node(t.node);
       if (!idx) {
-        err(ErrorKind::kUnknownNode, f.pos, "faults: unknown node '" + node + "' in target '" + f.target + "'" + hint_node(node));
+        err(ErrorKind::kUnknownNode, f.pos, "faults: unknown node '" + t.node + "' in target '" + f.target + "'" + hint_node(t.node));
         continue;
       }
-      if (colon == std::string::npos) continue;  // a node; whether its kind takes one is the kind's to say
-      if (!has_port(*idx, f.target.substr(colon + 1)))
-        err(ErrorKind::kUnknownLink, f.pos, "faults: '" + node + "' has no port '" + f.target.substr(colon + 1) + "'" + hint_port(*idx, f.target.substr(colon + 1)));
+      if (!t.port) continue;  // a node; whether its kind takes one is the kind's to say
+      if (!has_port(*idx, *t.port))
+        err(ErrorKind::kUnknownLink, f.pos, "faults: '" + t.node + "' has no port '" + *t.port + "'" + hint_port(*idx, *t.port));
     }
     size_t captured = 0;  // ports, as the capture sink will open them (a port named twice, twice)
     for (const std::string& p : s_.capture.ports) {
@@ -652,12 +652,12 @@ class Builder {
         captured += 2 * s_.links.size();
         continue;
       }
-      size_t colon = p.find(':');
-      auto idx = s_.find_node(p.substr(0, colon));
-      if (!idx) err(ErrorKind::kUnknownNode, raw_.root_pos, "capture.ports: unknown node in '" + p + "'" + hint_node(p.substr(0, colon)));
-      else if (colon != std::string::npos && !has_port(*idx, p.substr(colon + 1)))
-        err(ErrorKind::kUnknownLink, raw_.root_pos, "capture.ports: '" + p.substr(0, colon) + "' has no port '" + p.substr(colon + 1) + "'");
-      else captured += colon == std::string::npos ? s_.nodes[*idx].ports.size() : 1;
+      const auto t = PortTarget::parse(p);
+      auto idx = s_.find_node(t.node);
+      if (!idx) err(ErrorKind::kUnknownNode, raw_.root_pos, "capture.ports: unknown node in '" + p + "'" + hint_node(t.node));
+      else if (t.port && !has_port(*idx, *t.port))
+        err(ErrorKind::kUnknownLink, raw_.root_pos, "capture.ports: '" + t.node + "' has no port '" + *t.port + "'");
+      else captured += t.port ? 1 : s_.nodes[*idx].ports.size();
     }
     check_capture_budget(captured);
     // PFC: XON defaults to XOFF - 2 x MTU (DESIGN.md §2) and must leave room below XOFF.

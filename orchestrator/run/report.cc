@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "model/port_target.h"
 #include "run/results.h"
 #include "sys/files.h"
 #include "sys/process.h"
@@ -155,7 +156,7 @@ std::string fabric_svg(const json& resolved) {
     if (e.size() != 2) continue;
     auto node_of = [&](const json& v) {
       const std::string s = v.get<std::string>();
-      return idx.find(s.substr(0, s.find(':')));
+      return idx.find(model::PortTarget::parse(s).node);
     };
     auto a = node_of(e[0]), b = node_of(e[1]);
     if (a == idx.end() || b == idx.end()) continue;

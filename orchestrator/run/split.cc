@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "model/port_target.h"
 #include "run/resolved.h"
 
 namespace rocelab::run {
@@ -27,9 +28,8 @@ std::string split_fingerprint(const model::Scenario& s, size_t parts) {
 
 Result<bool> fault_here(const model::Fault& f, size_t index, const model::Scenario& s, const model::Partition& p,
                         size_t part) {
-  const size_t colon = f.target.find(':');
-  const std::string node = f.target.substr(0, colon);
-  const std::string port = colon == std::string::npos ? "" : f.target.substr(colon + 1);
+  const auto t = model::PortTarget::parse(f.target);
+  const std::string &node = t.node, &port = t.port_or_empty();
   const auto it = std::find_if(s.nodes.begin(), s.nodes.end(), [&](const model::Node& n) { return n.name == node; });
   if (it == s.nodes.end()) return error(Errc::kBadInput, "fault " + std::to_string(index + 1) + " targets no node of the fabric: " + f.target);
   const size_t x = size_t(it - s.nodes.begin());

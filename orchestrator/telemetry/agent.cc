@@ -6,6 +6,7 @@
 
 #include "bpf/headroom.h"
 #include "fabric/kernel_plan.h"
+#include "model/port_target.h"
 #include "telemetry/sink.h"
 
 namespace rocelab::telemetry {
@@ -469,7 +470,7 @@ void deadlock_metrics(Collect& c, const fabric::AgentFigures& a, uint64_t now_ns
   for (const auto& x : a.deadlocks) {
     std::string cycle;
     for (const auto& m : x.members) cycle += m + " -> ";
-    cycle += x.members.empty() ? "" : x.members.front().substr(0, x.members.front().find(':'));
+    cycle += x.members.empty() ? "" : model::PortTarget::parse(x.members.front()).node;
     const std::map<std::string, std::string> labels{{"prio", std::to_string(x.prio)}, {"cycle", cycle}};
     const uint64_t end = x.ended_ns ? x.ended_ns : now_ns;
     const double time = end > x.since_ns ? double(end - x.since_ns) / 1e9 / d : 0;

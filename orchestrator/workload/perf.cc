@@ -4,6 +4,7 @@
 #include <climits>
 #include <random>
 
+#include "model/port_target.h"
 #include "workload/backend.h"
 
 namespace rocelab::workload {
@@ -16,8 +17,8 @@ struct Where {
 };
 
 std::optional<Where> find_host(const fabric::KernelPlan& plan, const std::string& spec, std::string& why) {
-  const auto colon = spec.find(':');
-  const std::string node = spec.substr(0, colon), nic = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  const auto t = model::PortTarget::parse(spec);
+  const std::string &node = t.node, &nic = t.port_or_empty();
   for (size_t i = 0; i < plan.nodes.size(); ++i) {
     const auto& n = plan.nodes[i];
     if (n.node != node) continue;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "model/port_target.h"
 #include "model/units.h"
 
 using namespace rocelab::model;
@@ -72,4 +73,25 @@ TEST(Units, TimeScaleDividesRatesMultipliesTimesKeepsBytes) {
   double physical = static_cast<double>(r.bps) * static_cast<double>(t.ns);
   double emulated = static_cast<double>(d.emulate(r).bps) * static_cast<double>(d.emulate(t).ns);
   EXPECT_DOUBLE_EQ(physical, emulated);
+}
+
+// "NODE" or "NODE:PORT" (and a workload end's "HOST:gpuN"), split at the first ':' in the one
+// place every layer uses.
+TEST(PortTarget, SplitsANodeFromItsPortAtTheFirstColon) {
+  const auto node = PortTarget::parse("leaf1");
+  EXPECT_EQ(node.node, "leaf1");
+  EXPECT_FALSE(node.is_port());
+  EXPECT_EQ(node.port_or_empty(), "");
+  EXPECT_EQ(node.text(), "leaf1");
+  const auto port = PortTarget::parse("leaf1:spine2");
+  EXPECT_EQ(port.node, "leaf1");
+  ASSERT_TRUE(port.is_port());
+  EXPECT_EQ(*port.port, "spine2");
+  EXPECT_EQ(port.text(), "leaf1:spine2");
+  const auto odd = PortTarget::parse("h1:a:b");  // no port is named so: the rest is the port's, to be refused there
+  EXPECT_EQ(odd.node, "h1");
+  EXPECT_EQ(odd.port_or_empty(), "a:b");
+  const auto empty = PortTarget::parse("h1:");
+  EXPECT_TRUE(empty.is_port());
+  EXPECT_EQ(empty.port_or_empty(), "");
 }
