@@ -767,8 +767,9 @@ bool require_root(const char* cmd) {
   return false;
 }
 
-// NAME, or the only instance that is up.
-std::optional<std::string> instance_arg(const po::variables_map& vm, const char* cmd) {
+// down's NAME, or the only instance that is up; else nullopt, said: exit 0 when none is up
+// (down is idempotent), 3 when several are (it must be told which).
+std::optional<std::string> instance_arg(const po::variables_map& vm, const char* cmd, int& exit_code) {
   if (vm.count("name")) return vm["name"].as<std::string>();
   auto all = fabric::list_instances();
   if (all.size() == 1) return all.front();
@@ -778,6 +779,7 @@ std::optional<std::string> instance_arg(const po::variables_map& vm, const char*
     for (const auto& n : all) std::cerr << " " << n;
     std::cerr << "\n";
   }
+  exit_code = all.empty() ? 0 : kExitBadInput;
   return std::nullopt;
 }
 
@@ -818,8 +820,9 @@ int down_job(const po::variables_map& vm, const Globals& g) {
 
 int cmd_down(const po::variables_map& vm, const Globals& g) {
   if (vm.count("slurm-job")) return down_job(vm, g);
-  auto name = instance_arg(vm, "down");
-  if (!name) return vm.count("name") ? kExitBadInput : 0;
+  int rc = 0;
+  auto name = instance_arg(vm, "down", rc);
+  if (!name) return rc;
   std::string why;
   int64_t wait_ms = -1;  // an `up` still running: wait for it, unless told how long
   if (vm.count("lock-wait")) {
@@ -871,13 +874,16 @@ ordered_json status_json(const fabric::InstanceStatus& st) {
   return j;
 }
 
-// The instance named by --instance, or the only one up.
-std::optional<std::string> instance_option(const po::variables_map& vm, const char* cmd) {
+// The instance named by --instance, or the only one up; else nullopt, said, with the exit code
+// that means it in every command: 4 when none is up (nothing on this machine to act on), 3
+// when several are (the command must name one).
+std::optional<std::string> instance_option(const po::variables_map& vm, const char* cmd, int& exit_code) {
   if (vm.count("instance")) return vm["instance"].as<std::string>();
   auto all = fabric::list_instances();
   if (all.size() == 1) return all.front();
   std::cerr << "rocelab " << cmd << ": " << (all.empty() ? "no instance is up" : "several instances are up; name one with --instance")
             << "\n";
+  exit_code = all.empty() ? kExitEnvironment : kExitBadInput;
   return std::nullopt;
 }
 
@@ -925,8 +931,9 @@ void print_agent_line(const fabric::AgentFigures& a) {
 }
 
 int cmd_stats(const po::variables_map& vm, const Globals& g) {
-  auto name = instance_option(vm, "stats");
-  if (!name) return kExitEnvironment;
+  int rc = 0;
+  auto name = instance_option(vm, "stats", rc);
+  if (!name) return rc;
   if (!model::is_instance_name(*name)) {
     std::cerr << "rocelab stats: '" << name->substr(0, 64) << "' is not an instance name\n";
     return kExitBadInput;
@@ -960,8 +967,9 @@ int cmd_stats(const po::variables_map& vm, const Globals& g) {
 }
 
 int cmd_top(const po::variables_map& vm, const Globals&) {
-  auto name = vm.count("name") ? std::optional<std::string>(vm["name"].as<std::string>()) : instance_option(vm, "top");
-  if (!name) return kExitEnvironment;
+  int rc = 0;
+  auto name = vm.count("name") ? std::optional<std::string>(vm["name"].as<std::string>()) : instance_option(vm, "top", rc);
+  if (!name) return rc;
   if (!model::is_instance_name(*name)) {
     std::cerr << "rocelab top: '" << name->substr(0, 64) << "' is not an instance name\n";
     return kExitBadInput;
@@ -979,8 +987,9 @@ int cmd_top(const po::variables_map& vm, const Globals&) {
 }
 
 int cmd_pause(const po::variables_map& vm, const Globals&) {
-  auto name = instance_option(vm, "pause");
-  if (!name) return kExitBadInput;
+  int rc = 0;
+  auto name = instance_option(vm, "pause", rc);
+  if (!name) return rc;
   if (!model::is_instance_name(*name) || !vm.count("target") || !vm.count("prio")) {
     std::cerr << "rocelab pause: usage: rocelab pause [--instance NAME] [--resume] NODE:PORT --prio P\n";
     return kExitBadInput;
@@ -1012,8 +1021,9 @@ int cmd_pfcwd(const po::variables_map& vm, const Globals& g) {
     std::cerr << "rocelab pfcwd: usage: rocelab pfcwd show stats [--all] [--instance NAME]\n";
     return kExitBadInput;
   }
-  auto name = instance_option(vm, "pfcwd");
-  if (!name) return kExitEnvironment;
+  int rc = 0;
+  auto name = instance_option(vm, "pfcwd", rc);
+  if (!name) return rc;
   if (!model::is_instance_name(*name)) {
     std::cerr << "rocelab pfcwd: '" << name->substr(0, 64) << "' is not an instance name\n";
     return kExitBadInput;
@@ -1049,8 +1059,9 @@ int cmd_pfcwd(const po::variables_map& vm, const Globals& g) {
 }
 
 int cmd_inject(const po::variables_map& vm, const Globals& g) {
-  auto name = instance_option(vm, "inject");
-  if (!name) return kExitBadInput;
+  int rc = 0;
+  auto name = instance_option(vm, "inject", rc);
+  if (!name) return rc;
   if (vm.count("clear")) {
     if (vm.count("kind")) {
       std::cerr << "rocelab inject: --clear takes no fault (it puts back everything faults left in force)\n";

@@ -282,6 +282,35 @@ class Cli(unittest.TestCase):
         self.assertEqual(r.returncode, 3, r.stderr)
         self.assertIn("a seed is 0 or more", r.stderr)
 
+    @unittest.skipUnless(IS_ROOT and shutil.which("unshare"), "needs root and unshare: a private /run/rocelab")
+    def test_no_instance_and_several_exit_alike_in_every_command(self):
+        """Issue 50: one class for one condition. With no NAME, no instance up exited 4 from
+        stats, top and pfcwd but 3 from pause and inject, and several up made `down` exit 0.
+        In a mount namespace of its own, /run/rocelab is first empty, then holds two state
+        files (nothing else is read before the choice fails): every command says the same
+        and exits the same, 4 for none (0 for down: nothing to take away), 3 for several."""
+        cmds = {"stats": [], "top": ["--count", "1"], "pfcwd": ["show", "stats"], "pause": ["h1:p", "--prio", "3"],
+                "inject": ["loss", "h1:p", "rate=0.1"], "down": []}
+        script = ["mount -t tmpfs -o mode=0755 none /run/rocelab"]
+        for state in ("none", "several"):
+            if state == "several":
+                script.append("touch /run/rocelab/aaa.state /run/rocelab/bbb.state")
+            for cmd, args in cmds.items():
+                line = " ".join([ROCELAB, cmd, *args])
+                script.append(f"{line} > /dev/null 2> {self.tmp}/{state}-{cmd}.err; echo {state} {cmd} $?")
+        os.makedirs("/run/rocelab", exist_ok=True)
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", "; ".join(script)],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = {tuple(l.split()[:2]): int(l.split()[2]) for l in r.stdout.splitlines()}
+        for cmd in cmds:
+            with open(f"{self.tmp}/none-{cmd}.err") as f:
+                self.assertIn("no instance is up", f.read(), cmd)
+            with open(f"{self.tmp}/several-{cmd}.err") as f:
+                self.assertIn("several instances are up", f.read(), cmd)
+            self.assertEqual(got[("none", cmd)], 0 if cmd == "down" else 4, cmd)
+            self.assertEqual(got[("several", cmd)], 3, cmd)
+
     def test_a_user_who_is_not_root_is_told_so_not_that_nothing_is_up(self):
         # As root the test drops to `nobody` for the commands (setpriv, util-linux).
         pre = [] if not IS_ROOT else ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]

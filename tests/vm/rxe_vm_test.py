@@ -642,7 +642,7 @@ class Vm(unittest.TestCase):
         # kernel's FIN, a moment after the kill) and srun's SIGTERM (slurmstepd on g1, srun,
         # slurmstepd on g0: under TCG often after part 0 has stopped and torn down on the
         # first). Each names the cause; both are printed when the signal comes before the end.
-        self.assertRegex(kill0, r"rocelab run: (workloads: part 1 closed its connection \(it stopped\)|"
+        self.assertRegex(kill0, r"rocelab run: ([a-z-]+: )?(part 1 closed its connection \(it stopped\)|"
                                 r"stopped by SIGTERM \(under srun: the step is ending)")
         print(f"vm: part 0 after part 1 was killed (exit {(g0['kill.rc'] or '').strip()}):\n{kill0[-1500:]}", file=sys.stderr)
         for part, g in enumerate(guests):
