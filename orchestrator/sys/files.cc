@@ -105,34 +105,36 @@ Result<std::shared_ptr<HeldDir>> hold_private_dir(const std::string& path) {
   return held;
 }
 
-int open_for_write(const std::string& path, std::string& why, bool append) {
-  const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
-  Fd fd(open(path.c_str(), flags, 0644));
+namespace {
+
+// Opens `path` with `flags` (O_CREAT among them) never through a symbolic link (the last
+// component) and never a FIFO or device; `st` is what it opened. Invalid and `why` otherwise.
+Fd open_regular_for_write(const std::string& path, int flags, mode_t mode, struct stat& st, std::string& why) {
+  Fd fd(open(path.c_str(), flags | O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode));
   if (!fd.valid()) {
     why = "cannot write " + path + ": " + (errno == ELOOP ? std::string("it is a symbolic link") : std::strerror(errno));
-    return -1;
+    return Fd();
   }
-  struct stat st {};
   if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     why = "cannot write " + path + ": not a regular file";
-    return -1;
+    return Fd();
   }
   const int f = fcntl(fd.get(), F_GETFL);
   if (f >= 0) (void)fcntl(fd.get(), F_SETFL, f & ~O_NONBLOCK);  // O_NONBLOCK only kept a FIFO from blocking open
-  return fd.release();
+  return fd;
+}
+
+}  // namespace
+
+int open_for_write(const std::string& path, std::string& why, bool append) {
+  struct stat st {};
+  return open_regular_for_write(path, append ? O_APPEND : O_TRUNC, 0644, st, why).release();
 }
 
 int open_private_for_write(const std::string& path, std::string& why) {
-  Fd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600));
-  if (!fd.valid()) {
-    why = "cannot write " + path + ": " + (errno == ELOOP ? std::string("it is a symbolic link") : std::strerror(errno));
-    return -1;
-  }
   struct stat st {};
-  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    why = "cannot write " + path + ": not a regular file";
-    return -1;
-  }
+  Fd fd = open_regular_for_write(path, 0, 0600, st, why);
+  if (!fd.valid()) return -1;
   if (st.st_uid != geteuid() || st.st_nlink != 1) {
     why = "will not write a secret into " + path + ": " +
           (st.st_uid != geteuid() ? "it is another user's file" : "it has another name (a hard link)") +
@@ -143,8 +145,6 @@ int open_private_for_write(const std::string& path, std::string& why) {
     why = "cannot write " + path + ": " + std::strerror(errno);
     return -1;
   }
-  const int f = fcntl(fd.get(), F_GETFL);
-  if (f >= 0) (void)fcntl(fd.get(), F_SETFL, f & ~O_NONBLOCK);
   return fd.release();
 }
 

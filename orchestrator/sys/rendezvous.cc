@@ -80,6 +80,19 @@ uint32_t get32(const std::string& s, size_t at) {
   return ntohl(n);
 }
 
+// A frame's body: u32 tag length, the tag, u32 count, each datum as u32 length + bytes.
+std::string body_of(const std::string& tag, const std::vector<std::string>& data) {
+  std::string body;
+  put32(body, uint32_t(tag.size()));
+  body += tag;
+  put32(body, uint32_t(data.size()));
+  for (const auto& d : data) {
+    put32(body, uint32_t(d.size()));
+    body += d;
+  }
+  return body;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Rendezvous>> Rendezvous::open(size_t index, size_t parts, const std::string& hub,
@@ -161,14 +174,7 @@ void Rendezvous::connect_to_hub() {
 
 // A frame: u32 length, then u32 tag length, the tag, u32 count and each datum as u32 length + bytes.
 void Rendezvous::queue(Conn& c, const std::string& tag, const std::vector<std::string>& frames) {
-  std::string body;
-  put32(body, uint32_t(tag.size()));
-  body += tag;
-  put32(body, uint32_t(frames.size()));
-  for (const auto& f : frames) {
-    put32(body, uint32_t(f.size()));
-    body += f;
-  }
+  const std::string body = body_of(tag, frames);
   if (index_ != 0 && !c.welcomed) c.replay.push_back(body);
   seal(c, body);
 }
@@ -199,12 +205,7 @@ void Rendezvous::mismatch(Conn& c) {
   const std::string why = "part " + std::to_string(index_) + " has a run key and part 0 (" + hub_ +
                           ") runs without one (--insecure-no-key): give every part the same key, or none";
   if (aborted_.empty()) aborted_ = why;
-  std::string body;
-  put32(body, uint32_t(std::strlen(kAbort)));
-  body += kAbort;
-  put32(body, 1);
-  put32(body, uint32_t(why.size()));
-  body += why;
+  const std::string body = body_of(kAbort, {why});
   c.out.clear();
   put32(c.out, uint32_t(body.size()));
   c.out += body;
@@ -273,13 +274,7 @@ bool Rendezvous::take_challenge(Conn& c, const std::string& body, const std::str
     if (aborted_.empty()) aborted_ = "no random bytes for this part's nonce";
     return false;
   }
-  std::string first;
-  put32(first, uint32_t(std::strlen(kSpokeNonce)));
-  first += kSpokeNonce;
-  put32(first, 1);
-  put32(first, uint32_t(mine.size()));
-  first += mine;
-  seal(c, first);
+  seal(c, body_of(kSpokeNonce, {mine}));
   c.spoke_nonce = mine;
   for (const auto& b : std::exchange(c.held, {})) seal(c, b);
   return true;

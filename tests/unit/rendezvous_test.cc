@@ -207,6 +207,22 @@ int connect_from(uint32_t src, const std::string& hub_at) {
   return fd;
 }
 
+// A listening socket at the hub's address: a fake hub, or a squatter of its port.
+int listen_at(const std::string& hub_at) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(uint16_t(std::stoi(hub_at.substr(hub_at.rfind(':') + 1))));
+  at.sin_addr.s_addr = htonl(0x7f000001);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0 || listen(fd, 4) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 // Reads `n` bytes from `fd` while pumping the hub; empty when they do not come in time.
 std::string read_pumping(int fd, size_t n, Rendezvous& hub) {
   std::string got;
@@ -361,15 +377,8 @@ TEST(Rendezvous, ARecordedHubStreamDoesNotReplayIntoAnotherRun) {
     close(fd);
   }
   // Run 2, same key: a fake hub plays the recording to the real part 1.
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_port = htons(uint16_t(std::stoi(hub_at.substr(hub_at.rfind(':') + 1))));
-  at.sin_addr.s_addr = htonl(0x7f000001);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&at), sizeof at), 0) << std::strerror(errno);
-  ASSERT_EQ(listen(listener, 4), 0);
+  const int listener = listen_at(hub_at);
+  ASSERT_GE(listener, 0) << std::strerror(errno);
   auto spoke = Rendezvous::open(1, 2, hub_at, peers, kKey);
   ASSERT_TRUE(spoke) << spoke.error().what;
   std::thread fake([&] {
@@ -431,15 +440,8 @@ TEST(Rendezvous, PartsWithoutTheSameKeySaySo) {
 // (whoever squats the hub's port could otherwise make it buffer 256 MiB).
 TEST(Rendezvous, AKeyedPartTakesNoLargeFrameBeforeItsChallenge) {
   const std::string hub_at = hub_address(13);
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in at{};
-  at.sin_family = AF_INET;
-  at.sin_port = htons(uint16_t(std::stoi(hub_at.substr(hub_at.rfind(':') + 1))));
-  at.sin_addr.s_addr = htonl(0x7f000001);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&at), sizeof at), 0) << std::strerror(errno);
-  ASSERT_EQ(listen(listener, 4), 0);
+  const int listener = listen_at(hub_at);
+  ASSERT_GE(listener, 0) << std::strerror(errno);
   auto spoke = Rendezvous::open(1, 2, hub_at, loopback(2), kKey);
   ASSERT_TRUE(spoke) << spoke.error().what;
   std::thread squatter([&] {
